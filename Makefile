@@ -1,0 +1,31 @@
+# `make demo` and `make test` set everything up on a fresh machine (Python >= 3.10 on PATH).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# torch is pinned first so that a machine with a local CPU wheel uses it; the package itself asks
+# only for torch>=2.2, so a GPU machine may install its CUDA build instead.
+TORCH ?= torch==2.13.0
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+demo: install
+	$(VENV)/bin/doppler demo
+
+bench: install
+	$(PY) benchmarks/bench_sim.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""Learned placement agents (DOPPLER dual policy, Placeto, GDP); built by the agents issue."""

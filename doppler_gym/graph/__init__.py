@@ -1,0 +1,1 @@
+"""Dataflow graphs: the immutable type, op specs, validation, file formats and analysis."""

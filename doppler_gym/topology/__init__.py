@@ -1,0 +1,1 @@
+"""Device topologies: devices, links, routes, and published presets."""

@@ -1,0 +1,1 @@
+"""Real work-conserving backend on torch devices; built by the real-backend issue."""
