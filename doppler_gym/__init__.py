@@ -4,10 +4,18 @@ Neither torch nor pynvml is imported here; agents (``agents``) and the real back
 (``envs_real``) load them when used.
 """
 
+from doppler_gym import workloads
+from doppler_gym.graph.analysis import b_level, critical_path, lower_bound, t_level, topological_order
+from doppler_gym.graph.io import load_graph, paper_graph_names, save_graph
 from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim import SimConfig, Trace, simulate, simulate_batch
 from doppler_gym.topology.types import Topology
 
 __version__ = "0.1.0"
 
-__all__ = ["DataflowGraph", "OpSpec", "Topology", "__version__"]
+__all__ = [
+    "DataflowGraph", "OpSpec", "SimConfig", "Topology", "Trace", "__version__", "b_level", "critical_path",
+    "load_graph", "lower_bound", "paper_graph_names", "save_graph", "simulate", "simulate_batch", "t_level",
+    "topological_order", "workloads",
+]

@@ -1,0 +1,218 @@
+"""How fast is ``doppler_gym.sim`` against the authors' SimPy simulator, and how does it scale?
+
+Run from the repository root::
+
+    python benchmarks/bench_sim.py            # full run (about a minute)
+    python benchmarks/bench_sim.py --quick    # fewer repetitions (a few seconds)
+
+Part 1, the six DOPPLER paper graphs (D = 4, or 8 for the ``-8gpu`` graphs), measured back to back
+on the same random assignments:
+
+* SimPy: the test oracle ``tests/doppler_gym/sim/simpy_port.py`` (the authors' event structure on
+  the real ``simpy`` package), median time per call;
+* ``dg.simulate(..., config=SimConfig.reference())``: median time of a single call, Python call
+  overhead and ``Trace`` construction included;
+* ``dg.simulate_batch``: total time for B assignments / B (median of several batches), all numba
+  threads in use.
+
+Targets: SimPy / single call >= 500x and SimPy / (batch time per assignment) >= 2000x.
+
+Part 2, scaling: random local DAGs of 1k, 10k and 100k ops (each op takes about two predecessors
+among the previous ``--window`` ops), 4 devices, random assignment, single calls in the general mode
+(``SimConfig()``, uniform topology) and in the reference mode; ms per call and ns per (op + edge).
+Target: <= 50 ns per (op + edge) at 100k ops.
+
+PASS/FAIL is printed per target; the exit status is always 0 (timings depend on the machine).
+All numba kernels are compiled (warmed up) before anything is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+import doppler_gym as dg
+from doppler_gym.graph.io import load_graph
+from doppler_gym.graph.types import DataflowGraph
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "doppler_gym" / "sim"))  # the one copy of the SimPy oracle
+from simpy_port import simpy_makespan  # noqa: E402
+
+PAPER_GRAPHS = (
+    ("paper/chainmm", 4),
+    ("paper/ffnn", 4),
+    ("paper/llama-block", 4),
+    ("paper/llama-layer", 4),
+    ("paper/llama-block-8gpu", 8),
+    ("paper/llama-layer-8gpu", 8),
+)
+TARGET_SINGLE = 500.0  # SimPy time / simulate time, per call
+TARGET_BATCH = 2000.0  # SimPy time / simulate_batch time per assignment
+TARGET_NS = 50.0  # ns per (op + edge) at 100k ops
+REFERENCE = dg.SimConfig.reference()
+GENERAL = dg.SimConfig()
+
+
+def random_local_dag(n_ops: int, degree: int = 2, window: int = 64, seed: int = 0) -> DataflowGraph:
+    """A random DAG of ``n_ops`` ops: op ``i > 0`` draws ``degree`` predecessors among ops ``i-window..i-1``.
+
+    Duplicate draws collapse, so an op has 1..``degree`` inputs (about ``degree`` on average);
+    op 0 is the only guaranteed source. Costs are paper-like integers: ``flops`` in [1e8, 1e11]
+    and ``out_bytes = 4 * flops``. Edges are listed by producer, then consumer.
+    """
+    rng = np.random.default_rng(seed)
+    dst = np.repeat(np.arange(1, n_ops, dtype=np.int64), degree)
+    span = np.minimum(dst, window)
+    src = dst - 1 - (rng.random(dst.size) * span).astype(np.int64)
+    key = np.unique(src * n_ops + dst)
+    flops = rng.integers(1, 1001, size=n_ops).astype(np.float64) * 1e8
+    return DataflowGraph(
+        src=key // n_ops, dst=key % n_ops, flops=flops, out_bytes=4.0 * flops, name=f"random-{n_ops}"
+    )
+
+
+def _median_call_time(fn, args_list) -> float:
+    """Median wall time [s] of ``fn(*args)`` over ``args_list``, each call timed on its own."""
+    times = np.empty(len(args_list))
+    gc.collect()
+    gc.disable()
+    try:
+        for i, args in enumerate(args_list):
+            t0 = time.perf_counter()
+            fn(*args)
+            times[i] = time.perf_counter() - t0
+    finally:
+        gc.enable()
+    return float(np.median(times))
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:8.2f} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:8.2f} us"
+    return f"{seconds * 1e9:8.1f} ns"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def bench_paper(args: argparse.Namespace) -> None:
+    print(
+        f"\n== Paper graphs: SimPy port vs doppler_gym.sim reference mode "
+        f"(SimPy median of {args.simpy_calls} calls, simulate median of {args.single_calls}, "
+        f"simulate_batch B={args.batch} median of {args.batch_reps}) =="
+    )
+    header = (
+        f"{'graph':<24}{'n':>5}{'E':>5}{'D':>3}  {'SimPy/call':>11}  {'simulate/call':>13}  "
+        f"{'batch/asg':>11}  {'x single':>9}  {'x batch':>9}  {'>=500x':>6}  {'>=2000x':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    worst_single, worst_batch = np.inf, np.inf
+    for name, n_devices in PAPER_GRAPHS:
+        g = load_graph(name)
+        rng = np.random.default_rng([args.seed, g.n_ops])
+        batch = rng.integers(0, n_devices, size=(args.batch, g.n_ops)).astype(np.int64)
+        rows = [batch[i] for i in range(min(args.single_calls, args.batch))]
+        while len(rows) < args.single_calls:
+            rows.extend(rows[: args.single_calls - len(rows)])
+        # warm up this graph (numba dispatch, cached CSR views) before timing
+        dg.simulate(g, batch[0], config=REFERENCE)
+        dg.simulate_batch(g, batch[:8], config=REFERENCE)
+        t_simpy = _median_call_time(simpy_makespan, [(g, rows[i]) for i in range(args.simpy_calls)])
+        t_single = _median_call_time(
+            functools.partial(dg.simulate, g, config=REFERENCE), [(a,) for a in rows]
+        )
+        batch_times = []
+        for _ in range(args.batch_reps):
+            t0 = time.perf_counter()
+            dg.simulate_batch(g, batch, config=REFERENCE)
+            batch_times.append((time.perf_counter() - t0) / args.batch)
+        t_batch = float(np.median(batch_times))
+        r_single, r_batch = t_simpy / t_single, t_simpy / t_batch
+        worst_single, worst_batch = min(worst_single, r_single), min(worst_batch, r_batch)
+        print(
+            f"{name:<24}{g.n_ops:>5}{g.n_edges:>5}{n_devices:>3}  {_fmt_time(t_simpy):>11}  "
+            f"{_fmt_time(t_single):>13}  {_fmt_time(t_batch):>11}  {r_single:>8.0f}x  {r_batch:>8.0f}x  "
+            f"{_verdict(r_single >= TARGET_SINGLE):>6}  {_verdict(r_batch >= TARGET_BATCH):>7}"
+        )
+    print(
+        f"worst ratio: single call {worst_single:.0f}x (target >= {TARGET_SINGLE:.0f}x: "
+        f"{_verdict(worst_single >= TARGET_SINGLE)}), batch {worst_batch:.0f}x "
+        f"(target >= {TARGET_BATCH:.0f}x: {_verdict(worst_batch >= TARGET_BATCH)})"
+    )
+
+
+def bench_scaling(args: argparse.Namespace) -> None:
+    sizes = (1_000, 10_000, 100_000)
+    reps = {1_000: args.scale_reps * 10, 10_000: args.scale_reps * 3, 100_000: args.scale_reps}
+    n_devices = 4
+    print(
+        f"\n== Scaling: random local DAGs (about 2 inputs per op, window {args.window}), "
+        f"{n_devices} devices, random assignment, single calls =="
+    )
+    header = (
+        f"{'ops':>8}{'edges':>9}  {'mode':<10}{'calls':>6}  {'ms/call':>9}  "
+        f"{'ns/(op+edge)':>12}  {'<=50ns':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        g = random_local_dag(n, window=args.window, seed=args.seed)
+        rng = np.random.default_rng([args.seed, n])
+        assigns = [(rng.integers(0, n_devices, size=n).astype(np.int64),) for _ in range(reps[n])]
+        for mode, config in (("general", GENERAL), ("reference", REFERENCE)):
+            dg.simulate(g, assigns[0][0], config=config)  # warm up on this graph
+            t = _median_call_time(functools.partial(dg.simulate, g, config=config), assigns)
+            ns = t * 1e9 / (g.n_ops + g.n_edges)
+            verdict = _verdict(ns <= TARGET_NS) if n == 100_000 else ""
+            print(
+                f"{n:>8}{g.n_edges:>9}  {mode:<10}{reps[n]:>6}  {t * 1e3:>9.3f}  {ns:>12.1f}  {verdict:>6}"
+            )
+
+
+def warm_up() -> None:
+    """Compile every kernel used below (single and batch, both modes) on a tiny graph."""
+    g = random_local_dag(50, seed=1)
+    a = np.arange(g.n_ops, dtype=np.int64) % 4
+    for config in (REFERENCE, GENERAL):
+        dg.simulate(g, a, config=config)
+        dg.simulate_batch(g, np.stack([a, a[::-1]]), config=config)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a few seconds)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of graphs and assignments")
+    parser.add_argument("--window", type=int, default=64, help="predecessor window of the random DAGs")
+    args = parser.parse_args(argv)
+    # calls timed: SimPy per graph, simulate per graph, batch size, batches, scaling unit of repetitions
+    counts = (5, 300, 1000, 3, 3) if args.quick else (30, 3000, 2000, 7, 9)
+    args.simpy_calls, args.single_calls, args.batch, args.batch_reps, args.scale_reps = counts
+
+    print(
+        f"doppler-gym {dg.__version__} | Python {platform.python_version()} | numpy {np.__version__} | "
+        f"numba {numba.__version__} ({numba.get_num_threads()} threads) | {os.cpu_count()} CPUs | "
+        f"{platform.processor() or platform.machine()} | load average {os.getloadavg()[0]:.2f}"
+    )
+    t0 = time.perf_counter()
+    warm_up()
+    print(f"numba warm-up: {time.perf_counter() - t0:.1f} s")
+    bench_paper(args)
+    bench_scaling(args)
+
+
+if __name__ == "__main__":
+    main()

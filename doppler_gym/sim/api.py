@@ -1,0 +1,167 @@
+"""Public simulator entry points: validate at the boundary, then run the Numba kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim import kernels
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.packing import pack
+from doppler_gym.sim.trace import Trace
+from doppler_gym.topology.types import Topology
+
+_DEFAULT_CONFIG = SimConfig()
+
+
+def simulate(
+    graph: DataflowGraph,
+    assignment: object,
+    topology: Topology | None = None,
+    priorities: object | None = None,
+    config: SimConfig = _DEFAULT_CONFIG,
+) -> Trace:
+    """Execute ``graph`` under ``assignment`` on a work-conserving runtime; returns the :class:`Trace`.
+
+    Args:
+        graph: the dataflow graph.
+        assignment: ``(n_ops,)`` integer device of each op, in ``[0, topology.n_devices)``.
+        topology: devices and links; ``None`` = ``Topology.uniform(max(assignment) + 1)``
+            (with ``cost_model="raw"`` only the device count matters).
+        priorities: ``(n_ops,)`` float, lower runs first; used when
+            ``config.queue_order == "priority"`` (required then), ignored otherwise.
+        config: the runtime model; :meth:`SimConfig.reference` is the DOPPLER authors' simulator.
+
+    Raises:
+        ValueError: assignment of the wrong length or with non-integer or out-of-range devices,
+            priorities of the wrong shape, or no priorities under ``queue_order="priority"``.
+    """
+    _check_graph(graph)
+    assign = _check_assignment(graph, assignment, "assignment")
+    topo_devices = _n_devices(topology, assign)
+    meta, ints, floats = pack(graph, topology, topo_devices, config)
+    prio = _check_priorities(graph, priorities, config, n_rows=1)
+    comp_factor, edge_factor = _jitter(graph, config, rows=1)
+    n, n_edges = graph.n_ops, graph.n_edges
+    times = np.empty(2 * n + 2 * n_edges, np.float64)
+    makespan = kernels.run_one(meta, ints, floats, prio[0], comp_factor[0], edge_factor[0], assign, times)
+    start, end = times[:n], times[n : 2 * n]
+    edge_start, edge_end = times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :]
+    return Trace(
+        makespan=float(makespan), start=start, end=end, assignment=assign, edge_start=edge_start,
+        edge_end=edge_end, n_devices=topo_devices, time_unit=config.time_unit,
+    )
+
+
+def simulate_batch(
+    graph: DataflowGraph,
+    assignments: object,
+    topology: Topology | None = None,
+    priorities: object | None = None,
+    config: SimConfig = _DEFAULT_CONFIG,
+) -> np.ndarray:
+    """Makespans of many assignments, simulated in parallel; returns ``(B,) float64``.
+
+    Args:
+        graph: the dataflow graph.
+        assignments: ``(B, n_ops)`` integer devices, one assignment per row.
+        topology, config: as in :func:`simulate`.
+        priorities: ``(n_ops,)`` shared by all rows, or ``(B, n_ops)`` one row per assignment.
+
+    With jitter, row ``b`` draws its own factors from ``config.seed``: the result depends only on
+    the seed and the inputs, never on the thread count.
+    """
+    _check_graph(graph)
+    arr = np.asarray(assignments)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"simulate_batch: assignments must be a (B, {graph.n_ops}) array, got shape {arr.shape}; "
+            f"use simulate() for a single assignment"
+        )
+    assign = _check_assignment(graph, arr, "assignments")
+    topo_devices = _n_devices(topology, assign)
+    meta, ints, floats = pack(graph, topology, topo_devices, config)
+    prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
+    comp_factor, edge_factor = _jitter(graph, config, rows=assign.shape[0])
+    out = np.empty(assign.shape[0], np.float64)
+    kernels.run_many(meta, ints, floats, prio, comp_factor, edge_factor, assign, out)
+    return out
+
+
+# ---------------------------------------------------------------- boundary checks
+def _check_graph(graph: object) -> None:
+    if not isinstance(graph, DataflowGraph):
+        raise TypeError(
+            f"expected a DataflowGraph, got {type(graph).__name__}; load one with "
+            f"doppler_gym.load_graph(path_or_name) or doppler_gym.workloads.make(name)"
+        )
+
+
+def _check_assignment(graph: DataflowGraph, values: object, label: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.shape[-1:] != (graph.n_ops,) or arr.ndim not in (1, 2):
+        raise ValueError(
+            f"{label} has shape {arr.shape} but graph {graph.name!r} has {graph.n_ops} ops; "
+            f"give one device per op"
+        )
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{label} must hold integer device ids, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            pos = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{label}{list(pos)} = {arr[pos]!r} is not an integer device id")
+    if arr.size and arr.min() < 0:
+        pos = tuple(int(i) for i in np.argwhere(arr < 0)[0])
+        raise ValueError(f"{label}{list(pos)} = {arr[pos]} is negative; device ids start at 0")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _n_devices(topology: Topology | None, assign: np.ndarray) -> int:
+    used = int(assign.max()) + 1 if assign.size else 1
+    if topology is None:
+        return used
+    if not isinstance(topology, Topology):
+        raise TypeError(
+            f"topology must be a Topology or None, got {type(topology).__name__}; "
+            f"use Topology.preset(name) or Topology.uniform(n)"
+        )
+    if used > topology.n_devices:
+        pos = tuple(int(i) for i in np.argwhere(assign >= topology.n_devices)[0])
+        raise ValueError(
+            f"assignment{list(pos)} = {assign[pos]} but topology {topology.name!r} has "
+            f"{topology.n_devices} devices (ids 0..{topology.n_devices - 1})"
+        )
+    return topology.n_devices
+
+
+def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig, n_rows: int) -> np.ndarray:
+    if config.queue_order != "priority":
+        return np.zeros((1, graph.n_ops), np.float64)
+    if priorities is None:
+        raise ValueError(
+            "SimConfig(queue_order='priority') needs priorities: a (n_ops,) array, lower runs "
+            "first (e.g. the SEL order, or minus the b-level)"
+        )
+    arr = np.asarray(priorities, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != graph.n_ops or arr.shape[0] not in (1, n_rows):
+        raise ValueError(
+            f"priorities has shape {np.shape(priorities)}; expected ({graph.n_ops},)"
+            + (f" or ({n_rows}, {graph.n_ops})" if n_rows > 1 else "")
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("priorities must be finite numbers")
+    return np.ascontiguousarray(arr)
+
+
+def _jitter(graph: DataflowGraph, config: SimConfig, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean-one lognormal factors ``(rows, n_ops)`` and ``(rows, n_edges)`` (ones without jitter)."""
+    if not config.has_jitter:
+        return np.ones((1, graph.n_ops)), np.ones((1, graph.n_edges))
+    rng = np.random.default_rng(config.seed)
+    sc, st = config.compute_jitter, config.transfer_jitter
+    comp = np.exp(sc * rng.standard_normal((rows, graph.n_ops)) - 0.5 * sc * sc)
+    edge = np.exp(st * rng.standard_normal((rows, graph.n_edges)) - 0.5 * st * st)
+    return comp, edge

@@ -1,0 +1,88 @@
+"""Simulator configuration: every knob of the work-conserving model, with its unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COST_MODELS = ("topology", "raw")
+LINK_MODELS = ("ideal", "fifo")
+QUEUE_ORDERS = ("fifo", "priority")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the work-conserving (WC) runtime is modelled.
+
+    Attributes:
+        cost_model: ``"topology"``: an op takes ``flops / speed[d]`` [s] on device ``d`` and a
+            transfer takes ``latency + out_bytes / bandwidth`` [s] per hop of the route between
+            the two devices. ``"raw"``: the graph's costs are times: an op takes ``flops`` and a
+            cross-device transfer takes ``out_bytes`` whatever the devices (the DOPPLER files'
+            model; the topology's figures are ignored, only its device count is used).
+        link_model: ``"ideal"``: transfers never contend (any number share a link at full
+            speed). ``"fifo"``: each directed link carries one transfer at a time, first come
+            first served; a multi-hop transfer is store-and-forward, queueing at every hop.
+        streams: ops that may run at once on one device (>= 1). Sharing rule: each stream runs
+            its op at the device's full speed; this models kernels too small to fill a GPU
+            (the einsummable engine uses 5 streams per GPU). Keep 1 for kernels that saturate it.
+        queue_order: the order in which a device starts its ready ops: ``"fifo"`` by the time an
+            op became ready (same-time ties in event order, as SimPy), or ``"priority"`` by the
+            ``priorities`` argument of ``simulate`` (lower first, ties by ready time), e.g. the
+            SEL order or negative b-level.
+        compute_jitter: sigma of a mean-one lognormal factor on each op's compute time
+            (``exp(sigma * z - sigma**2 / 2)``, ``z ~ N(0, 1)``); 0 = deterministic.
+        transfer_jitter: the same for each edge's transfer time.
+        seed: seed of the jitter draws (same seed, same trace).
+        time_divisor: reported times are internal times divided by this (``1e10`` in the
+            reference mode gives the paper's units; 1 keeps seconds or raw units).
+    """
+
+    cost_model: str = "topology"
+    link_model: str = "ideal"
+    streams: int = 1
+    queue_order: str = "fifo"
+    compute_jitter: float = 0.0
+    transfer_jitter: float = 0.0
+    seed: int = 0
+    time_divisor: float = 1.0
+
+    def __post_init__(self) -> None:
+        for label, value, allowed in (
+            ("cost_model", self.cost_model, COST_MODELS),
+            ("link_model", self.link_model, LINK_MODELS),
+            ("queue_order", self.queue_order, QUEUE_ORDERS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"SimConfig.{label} must be one of {allowed}, got {value!r}")
+        if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
+            raise ValueError(f"SimConfig.streams must be an integer >= 1, got {self.streams!r}")
+        for label in ("compute_jitter", "transfer_jitter"):
+            value = getattr(self, label)
+            if not (isinstance(value, (int, float)) and 0.0 <= value < 10.0):
+                raise ValueError(f"SimConfig.{label} is a lognormal sigma in [0, 10), got {value!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"SimConfig.seed must be an integer, got {self.seed!r}")
+        if not (isinstance(self.time_divisor, (int, float)) and self.time_divisor > 0):
+            raise ValueError(f"SimConfig.time_divisor must be a positive number, got {self.time_divisor!r}")
+
+    @classmethod
+    def reference(cls) -> SimConfig:
+        """The DOPPLER authors' SimPy simulator exactly (their ``env/cost.py``).
+
+        One FIFO server per device; every edge is its own transfer that starts when its
+        producer ends and lasts the producer's ``comm`` cost when the devices differ (0 otherwise);
+        no contention; same-time events in SimPy's order; makespan in paper units (raw / 1e10).
+        """
+        return cls(cost_model="raw", link_model="ideal", streams=1, queue_order="fifo", time_divisor=1e10)
+
+    @property
+    def has_jitter(self) -> bool:
+        """Whether compute or transfer times are random."""
+        return self.compute_jitter > 0 or self.transfer_jitter > 0
+
+    @property
+    def time_unit(self) -> str:
+        """Unit of reported times: ``"s"``, ``"paper"`` (raw / 1e10) or ``"cost"`` (raw costs)."""
+        if self.cost_model == "topology":
+            return "s" if self.time_divisor == 1.0 else f"s/{self.time_divisor:g}"
+        return "paper" if self.time_divisor == 1e10 else ("cost" if self.time_divisor == 1.0 else f"cost/{self.time_divisor:g}")

@@ -1,0 +1,465 @@
+"""Numba event loop of the work-conserving runtime, over plain arrays (no gym, no torch).
+
+Semantics follow SimPy, so that :meth:`SimConfig.reference` reproduces the DOPPLER authors'
+SimPy simulator exactly, same-time event order included. SimPy processes events by
+``(time, priority, event id)`` and an event scheduled with zero delay lands after every event
+already due now. So within one timestamp, processing is breadth-first in *waves*: wave 0 are
+the future events that fall due now (heap order), wave ``k+1`` the zero-delay events that wave
+``k`` scheduled, in scheduling order. The loop keeps
+
+* a binary heap of future events keyed by ``(time, key)``, and
+* a FIFO of zero-delay events, processed after the heap's events at ``now``.
+
+The SimPy processes of an op ``o`` on device ``d`` and of an edge ``e`` give this chain:
+``INPUTS_READY(o)`` (its AllOf fired): request a stream of ``d``; a grant *starts* ``o`` ->
+after its compute time ``COMPUTED(o)``: the stream is freed at once, then the device's release
+(grants the next waiting op) and ``o``'s finish event follow as two adjacent zero-delay events
+(fused here as ``RELEASE_FINISH``); the finish starts one transfer per out-edge in edge-id order;
+``ARRIVED(e)`` after the transfer time (0 on one device), then ``DELIVERED(e)``, whose last one
+for a consumer fires the consumer's ``INPUTS_READY``.
+
+Events whose only effects are invisible to the events processed before them run *virtually*
+(at scheduling time, with the FIFO position they would have had): the start of an op (its
+only effect is a heap push, keyed by that position), and each transfer's arrival and delivery
+except the consumer's last one (they only count down). Every FIFO event carries its *virtual
+position* ``v``: SimPy's processing order. Heap keys are ``v * 2**31 + 2**30 + j`` for the
+``j``-th push of the event at ``v``, and ``p * 2**31 + c`` for the ``c``-th push of a wave-0 event,
+where ``p`` is the virtual position count when ``now`` advanced: exactly SimPy's event-id order.
+
+A FIFO entry is one int64: ``v << 32 | index << 3 | kind``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+INPUTS_READY = 0
+STARTED = 1  # only for ops of zero duration; others start virtually
+COMPUTED = 2
+RELEASE_FINISH = 3
+ARRIVED = 4
+DELIVERED = 5
+HOP_DONE = 6
+ARRIVED_GROUP = 7  # all transfers of one producer that arrive at the same time (ideal links)
+
+WAVE = np.int64(1) << 31  # heap-key stride per virtual FIFO position
+FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a stride
+
+# Layout of the packed problem (see doppler_gym.sim.packing).
+M_N, M_E, M_D, M_STREAMS, M_LINK_FIFO, M_PRIORITY = 0, 1, 2, 3, 4, 5
+M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX_HOPS = 6, 7, 8, 9, 10, 11, 12, 13
+M_COMP, M_SIZE, M_SPEED, M_LAT, M_BW, M_DIV = 14, 15, 16, 17, 18, 19
+META_LEN = 20
+
+
+# ---------------------------------------------------------------- binary heaps on flat arrays
+@njit(cache=True, inline="always")
+def _less(t1, s1, t2, s2):
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@njit(cache=True)
+def _heap_push(h_time, h_key, h_code, base, size, t, key, code):
+    """Insert ``(t, key) -> code`` into the heap at ``h_*[base:base+size]``."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _less(t, key, h_time[base + parent], h_key[base + parent]):
+            h_time[base + i] = h_time[base + parent]
+            h_key[base + i] = h_key[base + parent]
+            h_code[base + i] = h_code[base + parent]
+            i = parent
+        else:
+            break
+    h_time[base + i] = t
+    h_key[base + i] = key
+    h_code[base + i] = code
+
+
+@njit(cache=True)
+def _heap_pop(h_time, h_key, h_code, base, size):
+    """Remove the smallest entry of the heap at ``base`` (``size`` entries); returns its code."""
+    top = h_code[base]
+    size -= 1
+    t = h_time[base + size]
+    key = h_key[base + size]
+    code = h_code[base + size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _less(
+            h_time[base + child + 1], h_key[base + child + 1], h_time[base + child], h_key[base + child]
+        ):
+            child += 1
+        if _less(h_time[base + child], h_key[base + child], t, key):
+            h_time[base + i] = h_time[base + child]
+            h_key[base + i] = h_key[base + child]
+            h_code[base + i] = h_code[base + child]
+            i = child
+        else:
+            break
+    if size > 0:
+        h_time[base + i] = t
+        h_key[base + i] = key
+        h_code[base + i] = code
+    return top
+
+
+@njit(cache=True, inline="always")
+def _route_delay(route_ptr, route_link, link_latency, link_bandwidth, pair, nbytes):
+    """Uncontended time to send ``nbytes`` over the route of device pair ``pair`` (sum of hops)."""
+    delay = 0.0
+    for h in range(route_ptr[pair], route_ptr[pair + 1]):
+        ln = route_link[h]
+        delay += link_latency[ln] + nbytes / link_bandwidth[ln]
+    return delay
+
+
+# ---------------------------------------------------------------- workspace
+@njit(cache=True)
+def alloc_workspace(meta):
+    """Scratch arrays for :func:`run`; reusable across runs of the same packed problem."""
+    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    n_links = n_dev * n_dev
+    hops = meta[M_MAX_HOPS]
+    fifo = np.empty(4 * n + (2 + hops) * n_edges + 1, np.int64)
+    heap_time = np.empty(n + n_edges + 1, np.float64)
+    heap_key = np.empty(n + n_edges + 1, np.int64)
+    heap_code = np.empty(n + n_edges + 1, np.int64)
+    q_key = np.empty(n, np.float64)  # device queues: priority
+    q_seq = np.empty(n, np.int64)  # device queues: request order
+    q_op = np.empty(n, np.int64)
+    dev_i32 = np.empty(4 * n_dev, np.int32)  # q_base, q_head, q_len, free_streams
+    link_i32 = np.empty(4 * n_links + 1, np.int32)  # l_base (n_links+1), l_head, l_tail, l_busy
+    l_queue = np.empty(max(1, n_edges * hops), np.int32)
+    edge_i32 = np.empty(n_edges, np.int32)  # current hop of each transfer
+    missing = np.empty(n, np.int32)
+    return (fifo, heap_time, heap_key, heap_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_i32, missing)
+
+
+# ---------------------------------------------------------------- the event loop
+@njit(cache=True)
+def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
+    """Simulate one assignment of a packed problem.
+
+    Args:
+        meta: ``(META_LEN,) int64`` sizes, flags and offsets into ``ints``/``floats``.
+        ints: ``int32`` CSR out-edges, edge endpoints, in-degrees, route tables.
+        floats: ``float64`` op costs, output sizes, device speeds, link latency/bandwidth.
+        priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode).
+        comp_factor: ``(n,) float64`` multipliers of compute times (jitter; ones without).
+        edge_factor: ``(E,) float64`` multipliers of transfer times.
+        assignment: ``(n,) int32`` device of each op, validated to lie in ``[0, D)``.
+        times: out ``(2n + 2E,) float64``: op start, op end, edge transfer start (NaN when
+            nothing moves), edge arrival; divided by the time divisor.
+        ws: workspace from :func:`alloc_workspace`.
+
+    Returns:
+        The makespan (largest op end), divided by the time divisor.
+    """
+    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    n_links = n_dev * n_dev
+    link_fifo = meta[M_LINK_FIFO] != 0
+    use_priority = meta[M_PRIORITY] != 0
+    o0 = meta[M_SUCC_PTR]
+    succ_ptr = ints[o0 : o0 + n + 1]
+    o0 = meta[M_SUCC_EDGE]
+    succ_edge = ints[o0 : o0 + n_edges]
+    o0 = meta[M_SRC]
+    edge_src = ints[o0 : o0 + n_edges]
+    o0 = meta[M_DST]
+    edge_dst = ints[o0 : o0 + n_edges]
+    o0 = meta[M_INDEG]
+    in_degree = ints[o0 : o0 + n]
+    o0 = meta[M_ROUTE_PTR]
+    route_ptr = ints[o0 : o0 + n_links + 1]
+    route_link = ints[meta[M_ROUTE_LINK] :]
+    o0 = meta[M_COMP]
+    comp = floats[o0 : o0 + n]
+    o0 = meta[M_SIZE]
+    size = floats[o0 : o0 + n]
+    o0 = meta[M_SPEED]
+    speed = floats[o0 : o0 + n_dev]
+    o0 = meta[M_LAT]
+    link_latency = floats[o0 : o0 + n_links]
+    o0 = meta[M_BW]
+    link_bandwidth = floats[o0 : o0 + n_links]
+    divisor = floats[meta[M_DIV]]
+
+    fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
+    start = times[0:n]
+    end = times[n : 2 * n]
+    edge_start = times[2 * n : 2 * n + n_edges]
+    edge_end = times[2 * n + n_edges : 2 * n + 2 * n_edges]
+
+    # Device queues: op o waits at most once, in its device's segment of q_*.
+    q_base = dev_i32[0:n_dev]
+    q_head = dev_i32[n_dev : 2 * n_dev]  # FIFO mode: consumed entries (priority mode: 0)
+    q_len = dev_i32[2 * n_dev : 3 * n_dev]  # FIFO mode: appended; priority mode: heap size
+    free_streams = dev_i32[3 * n_dev : 4 * n_dev]
+    q_len[:] = 0
+    for o in range(n):
+        q_len[assignment[o]] += 1
+    acc = 0
+    for d in range(n_dev):
+        q_base[d] = acc
+        acc += q_len[d]
+        q_len[d] = 0
+        q_head[d] = 0
+        free_streams[d] = meta[M_STREAMS]
+
+    # Link queues (fifo link model): each transfer waits at most once per hop of its route.
+    l_base = link_i32[0 : n_links + 1]
+    l_head = link_i32[n_links + 1 : 2 * n_links + 1]
+    l_tail = link_i32[2 * n_links + 1 : 3 * n_links + 1]
+    l_busy = link_i32[3 * n_links + 1 : 4 * n_links + 1]
+    if link_fifo:
+        l_base[:] = 0
+        for e in range(n_edges):
+            a = assignment[edge_src[e]]
+            b = assignment[edge_dst[e]]
+            if a != b:
+                p = a * n_dev + b
+                for h in range(route_ptr[p], route_ptr[p + 1]):
+                    l_base[route_link[h] + 1] += 1
+        for ln in range(n_links):
+            l_base[ln + 1] += l_base[ln]
+            l_head[ln] = 0
+            l_tail[ln] = 0
+            l_busy[ln] = 0
+
+    f_head = 0
+    f_tail = 0
+    v_next = 0  # next virtual FIFO position
+    for o in range(n):
+        missing[o] = in_degree[o]
+        end[o] = 0.0
+        if in_degree[o] == 0:
+            fifo[f_tail] = (v_next << 32) | (o << 3) | INPUTS_READY
+            f_tail += 1
+            v_next += 1
+    for e in range(n_edges):
+        edge_start[e] = np.nan
+        edge_end[e] = np.nan
+
+    h_size = 0
+    now = 0.0
+    wave0_next = 0  # heap key of the next push by a wave-0 event at `now`
+    while True:
+        if h_size > 0 and h_time[0] == now:
+            code = _heap_pop(h_time, h_key, h_code, 0, h_size)
+            h_size -= 1
+            push_key = wave0_next
+        elif f_head < f_tail:
+            code = fifo[f_head]
+            f_head += 1
+            push_key = (code >> 32) * WAVE + FIFO_PUSH
+        elif h_size > 0:
+            now = h_time[0]
+            wave0_next = v_next * WAVE
+            continue
+        else:
+            break
+        kind = code & 7
+        idx = (code >> 3) & 0x1FFFFFFF
+
+        if kind == INPUTS_READY or kind == RELEASE_FINISH:
+            if kind == INPUTS_READY:
+                d = assignment[idx]
+                if use_priority:
+                    _heap_push(q_key, q_seq, q_op, q_base[d], q_len[d], priority[idx], code >> 32, idx)
+                else:
+                    q_op[q_base[d] + q_len[d]] = idx
+                q_len[d] += 1
+            else:
+                d = assignment[idx]
+            # Grant one waiting op if a stream is free (SimPy's Resource._trigger_put).
+            if free_streams[d] > 0 and q_len[d] > q_head[d]:
+                if use_priority:
+                    g = _heap_pop(q_key, q_seq, q_op, q_base[d], q_len[d])
+                    q_len[d] -= 1
+                else:
+                    g = q_op[q_base[d] + q_head[d]]
+                    q_head[d] += 1
+                free_streams[d] -= 1
+                v = v_next
+                v_next += 1
+                t = now + comp[g] / speed[d] * comp_factor[g]
+                if t == now:  # zero duration: its COMPUTED is a zero-delay event; keep STARTED real
+                    fifo[f_tail] = (v << 32) | (g << 3) | STARTED
+                    f_tail += 1
+                else:  # virtual STARTED at position v
+                    start[g] = now
+                    _heap_push(h_time, h_key, h_code, 0, h_size, t, v * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
+                    h_size += 1
+            if kind == RELEASE_FINISH:
+                # The finish event sits right after the release, at virtual position v + 1.
+                push_key += WAVE
+                a = assignment[idx]
+                j = 0
+                group_k = -1
+                group_t = 0.0
+                for k in range(succ_ptr[idx], succ_ptr[idx + 1]):
+                    e = succ_edge[k]
+                    c = edge_dst[e]
+                    b = assignment[c]
+                    if a == b:
+                        t = now
+                    else:
+                        p = a * n_dev + b
+                        edge_start[e] = now
+                        if link_fifo:
+                            ln = route_link[route_ptr[p]]
+                            edge_hop[e] = 0
+                            if l_busy[ln]:
+                                edge_start[e] = np.nan
+                                l_queue[l_base[ln] + l_tail[ln]] = e
+                                l_tail[ln] += 1
+                            else:
+                                l_busy[ln] = 1
+                                t = now + (link_latency[ln] + size[idx] / link_bandwidth[ln]) * edge_factor[e]
+                                _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (e << 3) | HOP_DONE)
+                                h_size += 1
+                                j += 1
+                            continue
+                        else:
+                            t = now + _route_delay(route_ptr, route_link, link_latency, link_bandwidth, p, size[idx]) * edge_factor[e]
+                    if t == now:
+                        # Zero-delay arrival: virtual unless it is the consumer's last input.
+                        if missing[c] == 1:
+                            fifo[f_tail] = (v_next << 32) | (e << 3) | ARRIVED
+                            f_tail += 1
+                            v_next += 1
+                        else:
+                            missing[c] -= 1
+                            edge_end[e] = now
+                    elif group_k < 0:  # first delayed transfer of idx: a group entry
+                        group_k = k
+                        group_t = t
+                        _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (k << 3) | ARRIVED_GROUP)
+                        h_size += 1
+                        j += 1
+                    elif t != group_t:
+                        _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (e << 3) | ARRIVED)
+                        h_size += 1
+                        j += 1
+        elif kind == COMPUTED:
+            end[idx] = now
+            free_streams[assignment[idx]] += 1
+            fifo[f_tail] = (v_next << 32) | (idx << 3) | RELEASE_FINISH
+            f_tail += 1
+            v_next += 2  # the release and the finish event
+        elif kind == ARRIVED_GROUP:
+            # Same-time arrivals pushed by one finish event are adjacent in SimPy's order
+            # (consecutive keys), so they are processed here in edge order.
+            u = edge_src[succ_edge[idx]]
+            a = assignment[u]
+            for k in range(idx, succ_ptr[u + 1]):
+                e = succ_edge[k]
+                c = edge_dst[e]
+                b = assignment[c]
+                if a == b:
+                    continue
+                p = a * n_dev + b
+                t = end[u] + _route_delay(route_ptr, route_link, link_latency, link_bandwidth, p, size[u]) * edge_factor[e]
+                if t == now:
+                    edge_end[e] = now
+                    missing[c] -= 1
+                    if missing[c] == 0:
+                        fifo[f_tail] = (v_next << 32) | (e << 3) | DELIVERED
+                        f_tail += 1
+                        v_next += 1
+        elif kind == ARRIVED:
+            edge_end[idx] = now
+            c = edge_dst[idx]
+            missing[c] -= 1
+            if missing[c] == 0:
+                fifo[f_tail] = (v_next << 32) | (idx << 3) | DELIVERED
+                f_tail += 1
+                v_next += 1
+        elif kind == DELIVERED:
+            fifo[f_tail] = (v_next << 32) | (edge_dst[idx] << 3) | INPUTS_READY
+            f_tail += 1
+            v_next += 1
+        elif kind == STARTED:
+            start[idx] = now
+            fifo[f_tail] = (v_next << 32) | (idx << 3) | COMPUTED
+            f_tail += 1
+            v_next += 1
+        else:  # HOP_DONE (always from the heap): transfer idx finished its current hop
+            e = idx
+            p = assignment[edge_src[e]] * n_dev + assignment[edge_dst[e]]
+            h = route_ptr[p] + edge_hop[e]
+            ln = route_link[h]
+            if l_head[ln] < l_tail[ln]:  # the link serves its next waiting transfer
+                e2 = l_queue[l_base[ln] + l_head[ln]]
+                l_head[ln] += 1
+                if np.isnan(edge_start[e2]):
+                    edge_start[e2] = now
+                t = now + (link_latency[ln] + size[edge_src[e2]] / link_bandwidth[ln]) * edge_factor[e2]
+                _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e2 << 3) | HOP_DONE)
+                h_size += 1
+                push_key += 1
+            else:
+                l_busy[ln] = 0
+            if h + 1 < route_ptr[p + 1]:  # on to the next hop
+                edge_hop[e] += 1
+                ln = route_link[h + 1]
+                if l_busy[ln]:
+                    l_queue[l_base[ln] + l_tail[ln]] = e
+                    l_tail[ln] += 1
+                else:
+                    l_busy[ln] = 1
+                    t = now + (link_latency[ln] + size[edge_src[e]] / link_bandwidth[ln]) * edge_factor[e]
+                    _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e << 3) | HOP_DONE)
+                    h_size += 1
+                    push_key += 1
+            else:  # arrived
+                edge_end[e] = now
+                c = edge_dst[e]
+                missing[c] -= 1
+                if missing[c] == 0:
+                    fifo[f_tail] = (v_next << 32) | (e << 3) | DELIVERED
+                    f_tail += 1
+                    v_next += 1
+            wave0_next = push_key
+
+    makespan = 0.0
+    for o in range(n):
+        if end[o] > makespan:
+            makespan = end[o]
+    if divisor != 1.0:
+        for i in range(times.shape[0]):
+            times[i] /= divisor
+        makespan /= divisor
+    return makespan
+
+
+@njit(cache=True)
+def run_one(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times):
+    """:func:`run` with a fresh workspace."""
+    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
+
+
+@njit(cache=True, parallel=True)
+def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments, makespans):
+    """Run ``B`` assignments in parallel (``prange`` over chunks, one workspace per chunk).
+
+    ``priority`` is ``(P, n)`` and the factors ``(J, n)``/``(J, E)`` with ``P, J`` in ``{1, B}``:
+    row ``b % P`` serves assignment ``b``. Fills ``makespans`` ``(B,)``.
+    """
+    n_batch = assignments.shape[0]
+    n_chunks = min(n_batch, 64)
+    n_times = 2 * meta[M_N] + 2 * meta[M_E]
+    for c in prange(n_chunks):
+        ws = alloc_workspace(meta)
+        times = np.empty(n_times, np.float64)
+        for b in range(c, n_batch, n_chunks):
+            jr = b % comp_factor.shape[0]
+            makespans[b] = run(
+                meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
+                assignments[b], times, ws,
+            )

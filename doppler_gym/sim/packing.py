@@ -1,0 +1,78 @@
+"""Pack a (graph, topology, config) triple into the three flat arrays the kernels read.
+
+Numba's dispatch costs ~50 ns per argument, so the kernels take one ``int64`` meta array of
+sizes, flags and offsets, one ``int32`` array and one ``float64`` array (layout:
+``doppler_gym.sim.kernels.M_*``). Packing is cached per graph, device tables and config.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim import kernels as K
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.types import Topology
+
+
+@lru_cache(maxsize=64)
+def device_tables(topology: Topology | None, n_devices: int, cost_model: str) -> tuple[np.ndarray, ...]:
+    """``(speed (D,), route_ptr (D*D+1,), route_link (H,), latency (D*D,), bandwidth (D*D,))``.
+
+    Link ``a -> b`` has id ``a * D + b``; route ``a -> b`` lists the links it crosses. Raw costs:
+    unit speeds and every pair one direct link with zero latency and unit bandwidth, so a
+    transfer takes exactly the producer's ``out_bytes``. ``topology=None`` with the topology
+    cost model means ``Topology.uniform(n_devices)``.
+    """
+    d = n_devices
+    if cost_model == "raw":
+        speed = np.ones(d)
+        latency = np.zeros(d * d)
+        bandwidth = np.ones(d * d)
+        routes = [[] if a == b else [a * d + b] for a in range(d) for b in range(d)]
+    else:
+        topo = topology if topology is not None else Topology.uniform(d)
+        speed = topo.speed.copy()
+        latency = topo.latency.reshape(-1).copy()
+        bandwidth = topo.bandwidth.reshape(-1).copy()
+        bandwidth[bandwidth == 0] = np.inf  # not a link: no route uses it
+        routes = []
+        for a in range(d):
+            for b in range(d):
+                path = topo.route(a, b)
+                routes.append([u * d + v for u, v in zip(path[:-1], path[1:])])
+    route_ptr = np.zeros(d * d + 1, np.int32)
+    np.cumsum([len(r) for r in routes], out=route_ptr[1:])
+    route_link = np.array([ln for r in routes for ln in r], dtype=np.int32)
+    return speed, route_ptr, route_link, latency, bandwidth
+
+
+@lru_cache(maxsize=64)
+def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:
+    """``(meta, ints, floats)`` for :func:`doppler_gym.sim.kernels.run`; read-only, cached."""
+    topo_key = None if config.cost_model == "raw" else topology
+    speed, route_ptr, route_link, latency, bandwidth = device_tables(topo_key, n_devices, config.cost_model)
+    int_parts = [graph.succ_ptr, graph.succ_edge, graph.src, graph.dst, graph.in_degree, route_ptr, route_link]
+    float_parts = [graph.flops, graph.out_bytes, speed, latency, bandwidth, np.array([config.time_divisor])]
+    int_off = np.concatenate([[0], np.cumsum([p.size for p in int_parts])])
+    float_off = np.concatenate([[0], np.cumsum([p.size for p in float_parts])])
+    max_hops = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
+    meta = np.zeros(K.META_LEN, np.int64)
+    meta[K.M_N], meta[K.M_E], meta[K.M_D] = graph.n_ops, graph.n_edges, n_devices
+    meta[K.M_STREAMS] = config.streams
+    meta[K.M_LINK_FIFO] = config.link_model == "fifo"
+    meta[K.M_PRIORITY] = config.queue_order == "priority"
+    meta[K.M_MAX_HOPS] = max_hops
+    for slot, off in zip(
+        (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK), int_off
+    ):
+        meta[slot] = off
+    for slot, off in zip((K.M_COMP, K.M_SIZE, K.M_SPEED, K.M_LAT, K.M_BW, K.M_DIV), float_off):
+        meta[slot] = off
+    ints = np.concatenate(int_parts).astype(np.int32)
+    floats = np.concatenate(float_parts).astype(np.float64)
+    for arr in (meta, ints, floats):
+        arr.setflags(write=False)
+    return meta, ints, floats

@@ -1,0 +1,275 @@
+"""Named topologies built from published hardware figures.
+
+Every preset is a small function whose docstring cites the figures it uses. Conventions shared by
+all presets:
+
+- ``speed`` is the **fp32 non-tensor-core peak** [FLOP/s] of each GPU, so the presets compare
+  like with like (the DOPPLER paper's graphs are fp32). Tensor-core peaks are given as constants
+  for users who want them; build one with ``dataclasses.replace(topo, speed=...)``.
+- ``memory`` is the HBM capacity in decimal bytes (16 GB = 16e9 B), as on the datasheets.
+- ``bandwidth`` is **per direction** [B/s]. NVLink, NVSwitch and InfiniBand use the datasheet
+  peak; PCIe uses an effective peer-to-peer figure (see :func:`p100x4` for why).
+- ``latency`` [s] is an order-of-magnitude modeling choice, not a datasheet figure: a small
+  GPU-to-GPU copy costs microseconds, dominated by DMA/driver set-up rather than the wire
+  (Li et al., "Evaluating Modern GPU Interconnect: PCIe, NVLink, NV-SLI, NVSwitch and
+  GPUDirect", IEEE TPDS 2020, measures these on DGX-1 and DGX-2).
+- ``link_kinds[i][j]`` names the direct link ``i -> j``: ``"pcie"``, ``"nvlink"`` (one NVLink),
+  ``"nvlink-x2"`` (two bonded NVLinks), ``"nvswitch"``, ``"ib"``; ``""`` where there is no direct
+  link and on the diagonal.
+
+Besides the fixed names, ``"uniform<N>"`` (e.g. ``"uniform4"``) gives ``Topology.uniform(N)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from doppler_gym.topology.types import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_LATENCY,
+    DEFAULT_MEMORY,
+    DEFAULT_SPEED,
+    Topology,
+)
+
+NO_LINK = ""  # link_kinds label of a pair without a direct link (and of the diagonal)
+
+# ---------------------------------------------------------------------- published figures
+# NVIDIA Tesla P100 PCIe (datasheet "NVIDIA Tesla P100", 2016): 9.3 TFLOP/s fp32, 16 GB HBM2.
+P100_PCIE_FP32 = DEFAULT_SPEED  # [FLOP/s] 9.3e12
+P100_MEMORY = DEFAULT_MEMORY  # [B] 16e9
+# PCIe 3.0 x16: 8 GT/s x 16 lanes x 128b/130b = 15.75 GB/s per direction theoretical.
+PCIE3_X16_PEAK = 15.75e9  # [B/s] per direction, for reference only
+PCIE3_X16_P2P = DEFAULT_BANDWIDTH  # [B/s] 12e9, effective peer-to-peer (what p100x4 uses)
+PCIE_LATENCY = DEFAULT_LATENCY  # [s] 10e-6
+
+# NVIDIA Tesla V100 SXM2 (datasheet "NVIDIA Tesla V100 GPU Accelerator", 2017/2018).
+V100_SXM2_FP32 = 15.7e12  # [FLOP/s]
+V100_SXM2_FP16_TENSOR = 125e12  # [FLOP/s] for reference only
+V100_MEMORY = 16e9  # [B] the 16 GB part of the original DGX-1V (a 32 GB part exists since 2018)
+NVLINK2_PER_LINK = 25e9  # [B/s] per direction per NVLink 2.0 link (DGX-1 whitepaper)
+NVLINK_LATENCY = 2e-6  # [s] modeling choice (see module docstring)
+
+# NVIDIA H100 SXM5 (datasheet "NVIDIA H100 Tensor Core GPU", 2022/2023).
+H100_SXM_FP32 = 67e12  # [FLOP/s] fp32 non-tensor
+H100_SXM_BF16_DENSE = 989.4e12  # [FLOP/s] bf16 tensor core, dense (1979 with 2:4 sparsity)
+H100_MEMORY = 80e9  # [B] HBM3
+NVLINK4_PER_GPU = 450e9  # [B/s] per direction (900 GB/s bidirectional, 18 NVLink4 links)
+NVSWITCH_LATENCY = 2e-6  # [s] modeling choice (see module docstring)
+# DGX H100: 8x ConnectX-7, one 400 Gb/s InfiniBand NDR port per GPU for the compute fabric.
+IB_NDR_PER_GPU = 400e9 / 8  # [B/s] 50e9 per direction
+IB_LATENCY = 5e-6  # [s] modeling choice: ~1-2 us NIC + switch, plus GPU-side set-up
+
+# DGX-1 with V100, hybrid cube-mesh: number of NVLinks between GPU i and GPU j (0 = none). This is
+# the `nvidia-smi topo -m` matrix of a DGX-1V (NV1/NV2/SYS) and the hybrid cube-mesh of the "NVIDIA
+# DGX-1 With Tesla V100 System Architecture" whitepaper (2017): a cube whose 12 edges are NVLinked
+# (some doubly) plus the diagonals of two opposite faces ({0,1,2,3} and {4,5,6,7} are complete);
+# every GPU uses all 6 of its links, which form three interwoven rings of single links.
+DGX1V_NVLINKS = np.array(
+    [
+        # 0  1  2  3  4  5  6  7
+        [0, 1, 1, 2, 2, 0, 0, 0],  # GPU0
+        [1, 0, 2, 1, 0, 2, 0, 0],  # GPU1
+        [1, 2, 0, 2, 0, 0, 1, 0],  # GPU2
+        [2, 1, 2, 0, 0, 0, 0, 1],  # GPU3
+        [2, 0, 0, 0, 0, 1, 1, 2],  # GPU4
+        [0, 2, 0, 0, 1, 0, 2, 1],  # GPU5
+        [0, 0, 1, 0, 1, 2, 0, 2],  # GPU6
+        [0, 0, 0, 1, 2, 1, 2, 0],  # GPU7
+    ],
+    dtype=np.int64,
+)
+DGX1V_NVLINKS.setflags(write=False)
+
+
+# ---------------------------------------------------------------------- helpers
+def _kinds(labels: np.ndarray) -> tuple[tuple[str, ...], ...]:
+    """``(D, D)`` object/str array -> nested tuples, with :data:`NO_LINK` on the diagonal."""
+    d = labels.shape[0]
+    return tuple(tuple(NO_LINK if i == j else str(labels[i, j]) for j in range(d)) for i in range(d))
+
+
+def _gpu_names(prefix: str, n: int) -> tuple[str, ...]:
+    """``("<prefix>0", ..., "<prefix><n-1>")``."""
+    return tuple(f"{prefix}{k}" for k in range(n))
+
+
+def _nvswitch_node(n_gpus: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bandwidth [B/s], latency [s] and kind matrices of ``n_gpus`` GPUs all-to-all over NVSwitch."""
+    off = ~np.eye(n_gpus, dtype=bool)
+    bandwidth = np.where(off, NVLINK4_PER_GPU, 0.0)
+    latency = np.where(off, NVSWITCH_LATENCY, 0.0)
+    kinds = np.where(off, "nvswitch", NO_LINK).astype(object)
+    return bandwidth, latency, kinds
+
+
+# ---------------------------------------------------------------------- presets
+def p100x4() -> Topology:
+    """The DOPPLER paper's machine: 4x NVIDIA Tesla P100 16 GB (PCIe) over PCIe 3.0 x16.
+
+    Figures:
+        - speed 9.3 TFLOP/s fp32 peak, memory 16 GB HBM2: "NVIDIA Tesla P100" datasheet (2016),
+          PCIe form factor.
+        - bandwidth 12 GB/s per direction, every pair: PCIe 3.0 x16 is 8 GT/s x 16 lanes with
+          128b/130b coding = 15.75 GB/s per direction ("PCI Express Base Specification 3.0", 2010).
+          Packet headers and flow control cost ~20-25%, and measured GPU peer-to-peer copies on
+          PCIe 3.0 x16 reach ~10-13 GB/s (cf. Li et al., IEEE TPDS 2020), so we use the effective
+          12 GB/s rather than the theoretical peak; it equals ``Topology.uniform``'s default.
+        - latency 10 us per transfer: order of magnitude of a small peer-to-peer cudaMemcpy over
+          PCIe (driver + DMA set-up), a modeling choice.
+
+    All pairs are treated as directly linked (through the PCIe switch / root complex); contention on
+    shared upstream ports is not modeled.
+    """
+    n = 4
+    off = ~np.eye(n, dtype=bool)
+    return Topology(
+        speed=np.full(n, P100_PCIE_FP32),
+        memory=np.full(n, P100_MEMORY),
+        bandwidth=np.where(off, PCIE3_X16_P2P, 0.0),
+        latency=np.where(off, PCIE_LATENCY, 0.0),
+        name="p100x4",
+        device_names=_gpu_names("gpu", n),
+        link_kinds=_kinds(np.where(off, "pcie", NO_LINK).astype(object)),
+    )
+
+
+def v100x8_dgx1() -> Topology:
+    """NVIDIA DGX-1 with 8x Tesla V100 SXM2 16 GB, hybrid cube-mesh NVLink 2.0.
+
+    Figures:
+        - speed 15.7 TFLOP/s fp32 peak, memory 16 GB HBM2: "NVIDIA Tesla V100 GPU Accelerator"
+          datasheet (2017). (Tensor-core fp16 peak is 125 TFLOP/s: :data:`V100_SXM2_FP16_TENSOR`.)
+        - links: "NVIDIA DGX-1 With Tesla V100 System Architecture" whitepaper (2017): each V100 has
+          6 NVLink 2.0 links of 25 GB/s per direction; pairs joined by two links get 50 GB/s
+          (``"nvlink-x2"``), by one link 25 GB/s (``"nvlink"``). The multiplicities are
+          :data:`DGX1V_NVLINKS` (16 linked pairs, 8 of them doubled; 12 pairs not linked).
+        - latency 2 us per NVLink hop: a modeling choice (module docstring).
+
+    Pairs without an NVLink (``SYS`` in ``nvidia-smi topo -m``) are left unlinked, so transfers
+    between them are staged through an intermediate GPU over NVLink (as NCCL's rings do) instead of
+    crossing PCIe and the inter-socket link, which is slower.
+    """
+    n = 8
+    counts = DGX1V_NVLINKS
+    kinds = np.full((n, n), NO_LINK, dtype=object)
+    kinds[counts == 1] = "nvlink"
+    kinds[counts == 2] = "nvlink-x2"
+    return Topology(
+        speed=np.full(n, V100_SXM2_FP32),
+        memory=np.full(n, V100_MEMORY),
+        bandwidth=counts * NVLINK2_PER_LINK,
+        latency=np.where(counts > 0, NVLINK_LATENCY, 0.0),
+        name="v100x8-dgx1",
+        device_names=_gpu_names("gpu", n),
+        link_kinds=_kinds(kinds),
+    )
+
+
+def h100x8_nvswitch() -> Topology:
+    """NVIDIA DGX H100: 8x H100 SXM5 80 GB, all-to-all over NVSwitch (NVLink 4).
+
+    Figures:
+        - speed 67 TFLOP/s = fp32 non-tensor peak, "NVIDIA H100 Tensor Core GPU" datasheet (2022),
+          SXM5. Chosen for consistency with the other presets (fp32 everywhere). The bf16 tensor
+          core peak is 989.4 TFLOP/s dense (1979 with 2:4 sparsity), :data:`H100_SXM_BF16_DENSE`;
+          for bf16 workloads use ``dataclasses.replace(topo, speed=np.full(8, H100_SXM_BF16_DENSE))``.
+        - memory 80 GB HBM3 (same datasheet).
+        - bandwidth 450 GB/s per direction between every pair: each H100 has 18 NVLink 4 links,
+          900 GB/s bidirectional, into the four NVSwitch chips of the baseboard ("NVIDIA DGX H100
+          System Architecture" / "NVIDIA H100 Tensor Core GPU Architecture" whitepapers, 2022). One
+          GPU's NVLink port limit is modeled as the bandwidth of each pair; the simulator does not
+          model several flows sharing that port.
+        - latency 2 us per transfer: a modeling choice (module docstring).
+    """
+    n = 8
+    bandwidth, latency, kinds = _nvswitch_node(n)
+    return Topology(
+        speed=np.full(n, H100_SXM_FP32),
+        memory=np.full(n, H100_MEMORY),
+        bandwidth=bandwidth,
+        latency=latency,
+        name="h100x8-nvswitch",
+        device_names=_gpu_names("gpu", n),
+        link_kinds=_kinds(kinds),
+    )
+
+
+def h100x16_2node() -> Topology:
+    """Two DGX H100 joined by a rail-optimised InfiniBand NDR fabric (16 GPUs).
+
+    Devices ``0..7`` are node 0, ``8..15`` node 1 (names ``node<k>/gpu<g>``). Each node is
+    :func:`h100x8_nvswitch`.
+
+    Figures:
+        - inter-node: each DGX H100 GPU has its own ConnectX-7 400 Gb/s InfiniBand NDR port = 50 GB/s
+          per direction ("NVIDIA DGX H100" datasheet, 2022; "NVIDIA DGX SuperPOD: Next Generation
+          Scalable Infrastructure for AI Leadership, Reference Architecture featuring DGX H100",
+          2023). The SuperPOD fabric is rail-optimised: NIC ``g`` of every node sits on leaf switch
+          (rail) ``g``, so we link GPU ``g`` of node 0 directly to GPU ``g`` of node 1 (``"ib"``).
+        - cross-rail pairs (``node0/gpu a`` to ``node1/gpu b``, ``a != b``) have no direct link:
+          they route over NVSwitch to the rail GPU and then over IB (two hops), as NCCL's PXN does,
+          rather than through the spine, which is not modeled.
+        - latency 5 us per IB hop: a modeling choice, ~1-2 us NIC + switch plus GPU-side set-up.
+    """
+    per_node = 8
+    n = 2 * per_node
+    intra_bw, intra_lat, intra_kinds = _nvswitch_node(per_node)
+    bandwidth = np.zeros((n, n))
+    latency = np.zeros((n, n))
+    kinds = np.full((n, n), NO_LINK, dtype=object)
+    for node in range(2):
+        block = slice(node * per_node, (node + 1) * per_node)
+        bandwidth[block, block] = intra_bw
+        latency[block, block] = intra_lat
+        kinds[block, block] = intra_kinds
+    for g in range(per_node):
+        a, b = g, per_node + g
+        bandwidth[a, b] = bandwidth[b, a] = IB_NDR_PER_GPU
+        latency[a, b] = latency[b, a] = IB_LATENCY
+        kinds[a, b] = kinds[b, a] = "ib"
+    return Topology(
+        speed=np.full(n, H100_SXM_FP32),
+        memory=np.full(n, H100_MEMORY),
+        bandwidth=bandwidth,
+        latency=latency,
+        name="h100x16-2node",
+        device_names=tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n)),
+        link_kinds=_kinds(kinds),
+    )
+
+
+_PRESETS: dict[str, Callable[[], Topology]] = {
+    "p100x4": p100x4,
+    "v100x8-dgx1": v100x8_dgx1,
+    "h100x8-nvswitch": h100x8_nvswitch,
+    "h100x16-2node": h100x16_2node,
+}
+_UNIFORM = re.compile(r"uniform(\d+)")
+
+
+def preset_names() -> list[str]:
+    """The fixed preset names (``"uniform<N>"`` is accepted too, for any ``N >= 1``)."""
+    return list(_PRESETS)
+
+
+def make_preset(name: str) -> Topology:
+    """Build the preset ``name`` (see :func:`preset_names`), or ``Topology.uniform(N)`` for ``"uniform<N>"``.
+
+    Raises:
+        ValueError: unknown name; the message lists the valid ones.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"make_preset: name must be a str, got {type(name).__name__}")
+    if name in _PRESETS:
+        return _PRESETS[name]()
+    match = _UNIFORM.fullmatch(name)
+    if match:
+        return Topology.uniform(int(match.group(1)), name=name)
+    raise ValueError(
+        f"unknown topology preset {name!r}; valid names: {', '.join(preset_names())}, "
+        f"or 'uniform<N>' (e.g. 'uniform4') for N identical, fully linked devices"
+    )

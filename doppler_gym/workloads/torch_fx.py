@@ -1,0 +1,259 @@
+"""Import a ``torch.nn.Module`` as a :class:`DataflowGraph` via ``torch.fx``.
+
+:func:`from_torch` traces the module with ``torch.fx.symbolic_trace``, runs ``ShapeProp`` on the
+example inputs, and makes one op per ``call_module`` / ``call_function`` / ``call_method`` node
+that produces a tensor (or a tuple of tensors), in graph order. Placeholders and ``get_attr`` nodes
+become external operands (no op, no edge); the output node is dropped; nodes that produce no
+tensor (shape arithmetic such as ``x.shape[0] // h``) are static host-side values, not ops. An
+edge ``u -> v`` is added for every op node ``u`` among ``v``'s inputs.
+
+Costs:
+    ``out_bytes``: bytes of the node's output tensor(s) (elements x element size).
+    ``flops``: an op with a spec gets the vocabulary's count (:mod:`doppler_gym.graph.ops`);
+    otherwise ``linear``: ``2 * out * in_features``; ``matmul``/``mm``/``bmm``:
+    ``2 * out * k`` (``k`` the first operand's last dim); ``conv2d``: ``2 * out * (C_in / groups) *
+    kh * kw``; elementwise ops (:data:`PER_ELEMENT`): that many FLOPs per output element;
+    view/shape ops and dropout (:data:`ZERO_FLOP`): 0; anything else: one FLOP per output element,
+    with one warning listing those ops.
+
+Specs: ``Linear``/``F.linear`` -> ``linear`` (weight and bias external), ``matmul``/``mm``/``bmm``
+-> ``einsum`` (equal batch dims, or a 2-D right operand), ``add``/``mul`` of tensors -> ``add``/
+``mul``, ``relu``/``silu`` -> same, ``softmax`` over the last dim -> ``softmax``; every other op
+(or one with scalar operands or extra keyword arguments) gets ``None``.
+
+torch is imported inside :func:`from_torch` only.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+import warnings
+from typing import Any
+
+from doppler_gym.graph.ops import infer_output_shape, op_flops
+from doppler_gym.graph.spec import OpSpec
+from doppler_gym.graph.types import DataflowGraph
+
+PER_ELEMENT = {
+    "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1,
+    "relu": 1, "sigmoid": 4, "tanh": 4, "silu": 4, "gelu": 8, "softmax": 5, "log_softmax": 5,
+    "layer_norm": 5,
+}  # fmt: skip
+"""FLOPs per output element of elementwise-like ops without a spec."""
+
+ZERO_FLOP = frozenset(
+    ("view", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze", "contiguous",
+     "expand", "getitem", "chunk", "split", "t", "dropout", "identity")
+)  # fmt: skip
+"""Ops that only move or relabel data; they cost 0 FLOPs."""
+
+_MODULE_KEYS = {
+    "Linear": "linear", "Conv2d": "conv2d", "ReLU": "relu", "SiLU": "silu", "GELU": "gelu",
+    "Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax", "LayerNorm": "layer_norm",
+    "Dropout": "dropout", "Identity": "identity", "Flatten": "flatten",
+}  # fmt: skip
+_ALIASES = {"truediv": "div", "iadd": "add", "imul": "mul", "mm": "matmul", "bmm": "matmul"}
+_OP_NODES = ("call_module", "call_function", "call_method")
+
+
+def from_torch(module: Any, example_inputs: Any, name: str | None = None) -> DataflowGraph:
+    """Trace ``module`` on ``example_inputs`` into a dataflow graph (see the module docstring).
+
+    Args:
+        module: a ``torch.nn.Module`` that ``torch.fx.symbolic_trace`` can trace.
+        example_inputs: a tensor, or a tuple/list of the positional arguments of ``forward``.
+        name: graph name; default the module's class name.
+
+    Returns:
+        A graph with ``units="physical"``, node names as op names, op keys (``"linear"``,
+        ``"matmul"``, ...) as kinds, and a spec or ``None`` per op.
+
+    Raises:
+        ImportError: torch is not installed.
+        TypeError: ``module`` is not a ``torch.nn.Module``.
+        ValueError: tracing or shape propagation failed (the message says why and what to do),
+            or the traced graph has no ops.
+    """
+    try:
+        import torch
+        from torch.fx import symbolic_trace
+        from torch.fx.passes.shape_prop import ShapeProp
+    except ImportError as exc:
+        raise ImportError(f"from_torch needs PyTorch ({exc}); install it with `pip install torch`") from None
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_torch: module must be a torch.nn.Module, got {type(module).__name__}")
+    name = name or type(module).__name__
+    try:
+        gm = symbolic_trace(module)
+    except Exception as exc:
+        raise ValueError(
+            f"from_torch: torch.fx could not trace {name}: {type(exc).__name__}: {exc}. Symbolic "
+            f"tracing cannot follow control flow that depends on tensor values or calls it cannot "
+            f"record; make that code static, wrap the helper with torch.fx.wrap, or import a "
+            f"traceable submodule instead"
+        ) from exc
+    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*args)
+    except Exception as exc:
+        raise ValueError(
+            f"from_torch: running {name} on example_inputs failed: {type(exc).__name__}: {exc}; pass "
+            f"a tensor or a tuple of the positional arguments forward() accepts"
+        ) from exc
+    return _to_graph(gm, name)
+
+
+def _to_graph(gm: Any, name: str) -> DataflowGraph:
+    nodes = [n for n in gm.graph.nodes if n.op in _OP_NODES and _tensor_metas(n.meta.get("tensor_meta"))]
+    if not nodes:
+        raise ValueError(f"from_torch: {name} traced to a graph without ops; nothing to place")
+    ids = {n: i for i, n in enumerate(nodes)}
+    flops, out_bytes, kinds, specs, src, dst, unknown = [], [], [], [], [], [], set()
+    for v, node in enumerate(nodes):
+        key = _op_key(node, gm)
+        spec = _spec(node, key, gm, ids)
+        metas = _tensor_metas(node.meta.get("tensor_meta"))
+        out = sum(math.prod(m.shape) for m in metas)
+        if spec is not None:
+            cost = op_flops(spec)
+        elif key in ZERO_FLOP:
+            cost = 0.0
+        elif key in PER_ELEMENT:
+            cost = float(PER_ELEMENT[key] * out)
+        else:
+            cost = _shape_flops(node, key, gm, out)
+            if cost is None:
+                unknown.add(key)
+                cost = float(out)
+        flops.append(cost)
+        out_bytes.append(sum(math.prod(m.shape) * m.dtype.itemsize for m in metas))
+        kinds.append(key)
+        specs.append(spec)
+        for u in node.all_input_nodes:
+            if u in ids:
+                src.append(ids[u])
+                dst.append(v)
+    if unknown:
+        warnings.warn(
+            f"from_torch({name}): no FLOP rule for {sorted(unknown)}; counted one FLOP per output element",
+            stacklevel=3,
+        )
+    return DataflowGraph(
+        src=src, dst=dst, flops=flops, out_bytes=out_bytes, names=tuple(n.name for n in nodes),
+        kinds=tuple(kinds), specs=tuple(specs), name=name,
+    )  # fmt: skip
+
+
+def _op_key(node: Any, gm: Any) -> str:
+    """A normalised op name: ``"linear"``, ``"matmul"``, ``"add"``, ``"view"``, ..."""
+    if node.op == "call_module":
+        cls = type(gm.get_submodule(node.target)).__name__
+        return _MODULE_KEYS.get(cls, cls.lower())
+    raw = node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+    raw = raw.strip("_")
+    return _ALIASES.get(raw, raw)
+
+
+def _tensor_metas(meta: Any) -> list[Any]:
+    """The ``TensorMetadata`` entries in a node's (possibly nested) ``tensor_meta``."""
+    if meta is None:
+        return []
+    if hasattr(meta, "shape") and hasattr(meta, "dtype"):
+        return [meta]
+    if isinstance(meta, dict):
+        meta = list(meta.values())
+    if isinstance(meta, (list, tuple)):
+        return [m for item in meta for m in _tensor_metas(item)]
+    return []
+
+
+def _shape(arg: Any) -> tuple[int, ...] | None:
+    """Shape of an fx node's tensor output, or None when ``arg`` is not a single-tensor node."""
+    meta = getattr(arg, "meta", {}).get("tensor_meta")
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def _shape_flops(node: Any, key: str, gm: Any, out: int) -> float | None:
+    """FLOPs of ops without a spec from their shapes; None when there is no rule."""
+    if key == "linear":
+        x = _shape(node.args[0])
+        return None if not x else float(2 * out * x[-1])
+    if key == "matmul":
+        a = _shape(node.args[0])
+        return None if not a else float(2 * out * a[-1])
+    if key == "conv2d":
+        if node.op == "call_module":
+            weight = tuple(gm.get_submodule(node.target).weight.shape)
+        else:
+            weight = _shape(node.args[1])
+        return None if weight is None else float(2 * out * math.prod(weight[1:]))
+    return None
+
+
+def _spec(node: Any, key: str, gm: Any, ids: dict[Any, int]) -> OpSpec | None:
+    """The vocabulary spec of ``node``, or None when it has no exact counterpart."""
+    out = _shape(node)
+    if out is None:
+        return None
+    dtype = str(node.meta["tensor_meta"].dtype).removeprefix("torch.")
+    operands, extras = _operands(node, key, gm, ids)
+    if operands is None or extras:
+        return None
+    shapes = [s for s, _ in operands]
+    sources = [src for _, src in operands]
+    fn, equation = key, None
+    if key == "matmul":
+        fn, equation = "einsum", _matmul_equation(*shapes) if len(shapes) == 2 else None
+        if equation is None:
+            return None
+    elif key == "softmax":
+        if len(shapes) != 1 or _softmax_dim(node, gm) not in (-1, len(shapes[0]) - 1):
+            return None
+    elif key not in ("linear", "add", "mul", "relu", "silu"):
+        return None
+    try:
+        inferred = infer_output_shape(fn, shapes, equation)
+    except ValueError:
+        return None
+    return OpSpec(fn, tuple(shapes), tuple(sources), inferred, equation, dtype) if inferred == out else None
+
+
+def _operands(node: Any, key: str, gm: Any, ids: dict[Any, int]) -> tuple[list | None, bool]:
+    """``([(shape, source), ...], has_extra_kwargs)`` of a node's tensor operands; ``None`` operands
+    when a positional argument is not a tensor node (e.g. a Python scalar)."""
+    args = list(node.args)
+    kwargs = dict(node.kwargs)
+    if key in ("softmax", "relu", "silu"):  # keep the tensor; dim / inplace are options
+        args, kwargs = args[:1], {}
+    if node.op == "call_module":
+        mod = gm.get_submodule(node.target)
+        params = [p for p in (getattr(mod, "weight", None), getattr(mod, "bias", None)) if p is not None]
+        externals = [(tuple(p.shape), -1) for p in params] if key == "linear" else []
+    else:
+        externals = []
+    operands = []
+    for arg in args:
+        shape = _shape(arg)
+        if shape is None:
+            return None, False
+        operands.append((shape, ids.get(arg, -1)))
+    return operands + externals, bool(kwargs)
+
+
+def _softmax_dim(node: Any, gm: Any) -> int | None:
+    if node.op == "call_module":
+        return gm.get_submodule(node.target).dim
+    if len(node.args) > 1:
+        return node.args[1]
+    return node.kwargs.get("dim")
+
+
+def _matmul_equation(a: tuple[int, ...], b: tuple[int, ...]) -> str | None:
+    """Einsum equation of ``a @ b`` for equal batch dims or a 2-D ``b``; None otherwise."""
+    if len(a) < 2 or len(b) < 2 or (len(b) > 2 and a[:-2] != b[:-2]) or len(a) > 25:
+        return None
+    batch = string.ascii_lowercase[: len(a) - 2]  # the letters before x, y, z
+    b_batch = batch if len(b) > 2 else ""
+    return f"{batch}xy,{b_batch}yz->{batch}xz"
