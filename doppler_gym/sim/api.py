@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
@@ -98,27 +100,38 @@ def _check_graph(graph: object) -> None:
 
 
 def _check_assignment(graph: DataflowGraph, values: object, label: str) -> np.ndarray:
-    arr = np.asarray(values)
+    """``values`` as a contiguous int32 array of devices, checked to be whole and >= 0."""
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
     if arr.shape[-1:] != (graph.n_ops,) or arr.ndim not in (1, 2):
         raise ValueError(
             f"{label} has shape {arr.shape} but graph {graph.name!r} has {graph.n_ops} ops; "
             f"give one device per op"
         )
-    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+    if arr.dtype.kind not in "iuf":
         raise ValueError(f"{label} must hold integer device ids, got dtype {arr.dtype}")
-    if np.issubdtype(arr.dtype, np.floating):
+    if arr.dtype.kind == "f":
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
             pos = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"{label}{list(pos)} = {arr[pos]!r} is not an integer device id")
-    if arr.size and arr.min() < 0:
-        pos = tuple(int(i) for i in np.argwhere(arr < 0)[0])
-        raise ValueError(f"{label}{list(pos)} = {arr[pos]} is negative; device ids start at 0")
+            raise ValueError(f"{label}{list(pos)} = {float(arr[pos])!r} is not an integer device id")
+        if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
+            pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
+            raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
+    elif arr.dtype.itemsize > 4 or arr.dtype.kind == "u":
+        low, high = kernels.value_range(arr.reshape(-1))
+        if low < 0 or high > np.iinfo(np.int32).max:
+            pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
+            raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
 def _n_devices(topology: Topology | None, assign: np.ndarray) -> int:
-    used = int(assign.max()) + 1 if assign.size else 1
+    """Device count of the run: the topology's, or the highest device used + 1."""
+    low, high = kernels.value_range(assign.reshape(-1))
+    if low < 0:
+        pos = tuple(int(i) for i in np.argwhere(assign < 0)[0])
+        raise ValueError(f"assignment{list(pos)} = {assign[pos]} is negative; device ids start at 0")
+    used = int(high) + 1 if assign.size else 1
     if topology is None:
         return used
     if not isinstance(topology, Topology):
@@ -136,8 +149,9 @@ def _n_devices(topology: Topology | None, assign: np.ndarray) -> int:
 
 
 def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig, n_rows: int) -> np.ndarray:
+    """``(1 or n_rows, n_ops) float64`` priorities (zeros, unused, unless in priority mode)."""
     if config.queue_order != "priority":
-        return np.zeros((1, graph.n_ops), np.float64)
+        return _unused_priorities(graph)
     if priorities is None:
         raise ValueError(
             "SimConfig(queue_order='priority') needs priorities: a (n_ops,) array, lower runs "
@@ -159,9 +173,24 @@ def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfi
 def _jitter(graph: DataflowGraph, config: SimConfig, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean-one lognormal factors ``(rows, n_ops)`` and ``(rows, n_edges)`` (ones without jitter)."""
     if not config.has_jitter:
-        return np.ones((1, graph.n_ops)), np.ones((1, graph.n_edges))
+        return _unit_factors(graph)
     rng = np.random.default_rng(config.seed)
     sc, st = config.compute_jitter, config.transfer_jitter
     comp = np.exp(sc * rng.standard_normal((rows, graph.n_ops)) - 0.5 * sc * sc)
     edge = np.exp(st * rng.standard_normal((rows, graph.n_edges)) - 0.5 * st * st)
     return comp, edge
+
+
+@lru_cache(maxsize=64)
+def _unit_factors(graph: DataflowGraph) -> tuple[np.ndarray, np.ndarray]:
+    comp, edge = np.ones((1, graph.n_ops)), np.ones((1, graph.n_edges))
+    comp.setflags(write=False)
+    edge.setflags(write=False)
+    return comp, edge
+
+
+@lru_cache(maxsize=64)
+def _unused_priorities(graph: DataflowGraph) -> np.ndarray:
+    out = np.zeros((1, graph.n_ops))
+    out.setflags(write=False)
+    return out

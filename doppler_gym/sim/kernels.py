@@ -49,8 +49,8 @@ FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a s
 # Layout of the packed problem (see doppler_gym.sim.packing).
 M_N, M_E, M_D, M_STREAMS, M_LINK_FIFO, M_PRIORITY = 0, 1, 2, 3, 4, 5
 M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX_HOPS = 6, 7, 8, 9, 10, 11, 12, 13
-M_COMP, M_SIZE, M_SPEED, M_LAT, M_BW, M_DIV = 14, 15, 16, 17, 18, 19
-META_LEN = 20
+M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
+META_LEN = 22
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -59,7 +59,7 @@ def _less(t1, s1, t2, s2):
     return t1 < t2 or (t1 == t2 and s1 < s2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_push(h_time, h_key, h_code, base, size, t, key, code):
     """Insert ``(t, key) -> code`` into the heap at ``h_*[base:base+size]``."""
     i = size
@@ -77,7 +77,7 @@ def _heap_push(h_time, h_key, h_code, base, size, t, key, code):
     h_code[base + i] = code
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_pop(h_time, h_key, h_code, base, size):
     """Remove the smallest entry of the heap at ``base`` (``size`` entries); returns its code."""
     top = h_code[base]
@@ -108,14 +108,19 @@ def _heap_pop(h_time, h_key, h_code, base, size):
     return top
 
 
-@njit(cache=True, inline="always")
-def _route_delay(route_ptr, route_link, link_latency, link_bandwidth, pair, nbytes):
-    """Uncontended time to send ``nbytes`` over the route of device pair ``pair`` (sum of hops)."""
-    delay = 0.0
-    for h in range(route_ptr[pair], route_ptr[pair + 1]):
-        ln = route_link[h]
-        delay += link_latency[ln] + nbytes / link_bandwidth[ln]
-    return delay
+@njit(cache=True)
+def value_range(values):
+    """``(min, max)`` of a 1-D integer array in one pass (``(0, -1)`` when empty)."""
+    if values.shape[0] == 0:
+        return 0, -1
+    low = values[0]
+    high = values[0]
+    for x in values:
+        if x < low:
+            low = x
+        elif x > high:
+            high = x
+    return low, high
 
 
 # ---------------------------------------------------------------- workspace
@@ -142,7 +147,7 @@ def alloc_workspace(meta):
 
 # ---------------------------------------------------------------- the event loop
 @njit(cache=True)
-def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
+def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws, scale_times=True):
     """Simulate one assignment of a packed problem.
 
     Args:
@@ -156,6 +161,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         times: out ``(2n + 2E,) float64``: op start, op end, edge transfer start (NaN when
             nothing moves), edge arrival; divided by the time divisor.
         ws: workspace from :func:`alloc_workspace`.
+        scale_times: divide ``times`` by the time divisor (batches skip it: they keep makespans only).
 
     Returns:
         The makespan (largest op end), divided by the time divisor.
@@ -181,12 +187,16 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     comp = floats[o0 : o0 + n]
     o0 = meta[M_SIZE]
     size = floats[o0 : o0 + n]
-    o0 = meta[M_SPEED]
-    speed = floats[o0 : o0 + n_dev]
+    o0 = meta[M_INV_SPEED]
+    inv_speed = floats[o0 : o0 + n_dev]
     o0 = meta[M_LAT]
     link_latency = floats[o0 : o0 + n_links]
     o0 = meta[M_BW]
     link_bandwidth = floats[o0 : o0 + n_links]
+    o0 = meta[M_PAIR_LAT]
+    pair_latency = floats[o0 : o0 + n_links]  # sum of the route's hop latencies [s]
+    o0 = meta[M_PAIR_INV_BW]
+    pair_inv_bw = floats[o0 : o0 + n_links]  # sum of the route's 1 / bandwidth [s/B]
     divisor = floats[meta[M_DIV]]
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
@@ -287,7 +297,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 free_streams[d] -= 1
                 v = v_next
                 v_next += 1
-                t = now + comp[g] / speed[d] * comp_factor[g]
+                t = now + comp[g] * inv_speed[d] * comp_factor[g]
                 if t == now:  # zero duration: its COMPUTED is a zero-delay event; keep STARTED real
                     fifo[f_tail] = (v << 32) | (g << 3) | STARTED
                     f_tail += 1
@@ -326,7 +336,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                                 j += 1
                             continue
                         else:
-                            t = now + _route_delay(route_ptr, route_link, link_latency, link_bandwidth, p, size[idx]) * edge_factor[e]
+                            t = now + (pair_latency[p] + size[idx] * pair_inv_bw[p]) * edge_factor[e]
                     if t == now:
                         # Zero-delay arrival: virtual unless it is the consumer's last input.
                         if missing[c] == 1:
@@ -364,7 +374,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 if a == b:
                     continue
                 p = a * n_dev + b
-                t = end[u] + _route_delay(route_ptr, route_link, link_latency, link_bandwidth, p, size[u]) * edge_factor[e]
+                t = end[u] + (pair_latency[p] + size[u] * pair_inv_bw[p]) * edge_factor[e]
                 if t == now:
                     edge_end[e] = now
                     missing[c] -= 1
@@ -432,8 +442,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         if end[o] > makespan:
             makespan = end[o]
     if divisor != 1.0:
-        for i in range(times.shape[0]):
-            times[i] /= divisor
+        if scale_times:
+            for i in range(times.shape[0]):
+                times[i] /= divisor
         makespan /= divisor
     return makespan
 
@@ -461,5 +472,5 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
             jr = b % comp_factor.shape[0]
             makespans[b] = run(
                 meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
-                assignments[b], times, ws,
+                assignments[b], times, ws, False,
             )

@@ -19,12 +19,16 @@ from doppler_gym.topology.types import Topology
 
 @lru_cache(maxsize=64)
 def device_tables(topology: Topology | None, n_devices: int, cost_model: str) -> tuple[np.ndarray, ...]:
-    """``(speed (D,), route_ptr (D*D+1,), route_link (H,), latency (D*D,), bandwidth (D*D,))``.
+    """Per-device and per-link tables for the kernels.
 
-    Link ``a -> b`` has id ``a * D + b``; route ``a -> b`` lists the links it crosses. Raw costs:
-    unit speeds and every pair one direct link with zero latency and unit bandwidth, so a
-    transfer takes exactly the producer's ``out_bytes``. ``topology=None`` with the topology
-    cost model means ``Topology.uniform(n_devices)``.
+    Returns ``(inv_speed (D,) [s/FLOP], route_ptr (D*D+1,), route_link (H,), latency (D*D,) [s],
+    bandwidth (D*D,) [B/s], pair_latency (D*D,) [s], pair_inv_bw (D*D,) [s/B])``. Link
+    ``a -> b`` has id ``a * D + b``; route ``a -> b`` lists the links it crosses; a transfer of
+    ``B`` bytes over it takes ``pair_latency + B * pair_inv_bw`` (store-and-forward: the sum of
+    ``latency + B / bandwidth`` over its hops). Raw costs: unit speeds and every pair one direct
+    link with zero latency and unit bandwidth, so a transfer takes exactly ``out_bytes`` and an
+    op exactly ``flops``. ``topology=None`` with the topology cost model means
+    ``Topology.uniform(n_devices)``.
     """
     d = n_devices
     if cost_model == "raw":
@@ -46,16 +50,23 @@ def device_tables(topology: Topology | None, n_devices: int, cost_model: str) ->
     route_ptr = np.zeros(d * d + 1, np.int32)
     np.cumsum([len(r) for r in routes], out=route_ptr[1:])
     route_link = np.array([ln for r in routes for ln in r], dtype=np.int32)
-    return speed, route_ptr, route_link, latency, bandwidth
+    pair_latency = np.array([sum(latency[ln] for ln in r) for r in routes], dtype=np.float64)
+    pair_inv_bw = np.array([sum(1.0 / bandwidth[ln] for ln in r) for r in routes], dtype=np.float64)
+    return 1.0 / speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw
 
 
 @lru_cache(maxsize=64)
 def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:
     """``(meta, ints, floats)`` for :func:`doppler_gym.sim.kernels.run`; read-only, cached."""
     topo_key = None if config.cost_model == "raw" else topology
-    speed, route_ptr, route_link, latency, bandwidth = device_tables(topo_key, n_devices, config.cost_model)
+    inv_speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
+        topo_key, n_devices, config.cost_model
+    )
     int_parts = [graph.succ_ptr, graph.succ_edge, graph.src, graph.dst, graph.in_degree, route_ptr, route_link]
-    float_parts = [graph.flops, graph.out_bytes, speed, latency, bandwidth, np.array([config.time_divisor])]
+    float_parts = [
+        graph.flops, graph.out_bytes, inv_speed, latency, bandwidth, pair_latency, pair_inv_bw,
+        np.array([config.time_divisor]),
+    ]
     int_off = np.concatenate([[0], np.cumsum([p.size for p in int_parts])])
     float_off = np.concatenate([[0], np.cumsum([p.size for p in float_parts])])
     max_hops = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
@@ -69,7 +80,8 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
         (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK), int_off
     ):
         meta[slot] = off
-    for slot, off in zip((K.M_COMP, K.M_SIZE, K.M_SPEED, K.M_LAT, K.M_BW, K.M_DIV), float_off):
+    float_slots = (K.M_COMP, K.M_SIZE, K.M_INV_SPEED, K.M_LAT, K.M_BW, K.M_PAIR_LAT, K.M_PAIR_INV_BW, K.M_DIV)
+    for slot, off in zip(float_slots, float_off):
         meta[slot] = off
     ints = np.concatenate(int_parts).astype(np.int32)
     floats = np.concatenate(float_parts).astype(np.float64)

@@ -1,9 +1,10 @@
 """Immutable device topology: devices (speed, memory) and directed links (bandwidth, latency).
 
 Pairs without a direct link communicate over a route of direct links, chosen once at
-construction: the path with the highest bottleneck bandwidth, ties broken by fewer hops, then by
-the lower device id. A transfer over a route is store-and-forward: each hop takes
-``latency + bytes / bandwidth`` of that link (see :mod:`doppler_gym.sim`).
+construction: the path of least uncontended time for a message of ``ROUTE_REFERENCE_BYTES``
+(each hop costs ``latency + bytes / bandwidth``: transfers are store-and-forward, see
+:mod:`doppler_gym.sim`), ties broken by fewer hops. On a DGX-1 this sends linked pairs over
+their direct NVLink and unlinked pairs through one intermediate GPU, as NCCL does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ DEFAULT_SPEED = 9.3e12  # [FLOP/s] P100 PCIe fp32 peak
 DEFAULT_MEMORY = 16e9  # [B]
 DEFAULT_BANDWIDTH = 12e9  # [B/s] PCIe 3.0 x16, effective peer-to-peer
 DEFAULT_LATENCY = 10e-6  # [s]
+ROUTE_REFERENCE_BYTES = 16 * 2**20  # [B] message size that routes are chosen for
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,16 +47,13 @@ class Topology:
 
     def __post_init__(self) -> None:
         where = f"topology {self.name!r}"
-        speed = np.array(self.speed, dtype=np.float64).reshape(-1)
+        speed = np.array(self.speed, dtype=np.float64)
+        if speed.ndim != 1 or speed.shape[0] < 1:
+            raise ValueError(f"{where}: speed must be a 1-D array with one FLOP/s value per device, got shape {speed.shape}")
         d = speed.shape[0]
-        if d < 1:
-            raise ValueError(f"{where}: needs at least one device")
-        memory = np.broadcast_to(np.array(self.memory, dtype=np.float64), (d,)).copy()
-        try:
-            bandwidth = np.broadcast_to(np.array(self.bandwidth, dtype=np.float64), (d, d)).copy()
-            latency = np.broadcast_to(np.array(self.latency, dtype=np.float64), (d, d)).copy()
-        except ValueError:
-            raise ValueError(f"{where}: bandwidth and latency must be scalars or ({d}, {d}) matrices") from None
+        memory = _broadcast(self.memory, (d,), "memory", where)
+        bandwidth = _broadcast(self.bandwidth, (d, d), "bandwidth", where)
+        latency = _broadcast(self.latency, (d, d), "latency", where)
         if not np.all(np.isfinite(speed) & (speed > 0)):
             raise ValueError(f"{where}: every device speed must be a positive finite FLOP/s value, got {speed}")
         if not np.all(np.isfinite(memory) & (memory >= 0)):
@@ -66,8 +65,15 @@ class Topology:
             raise ValueError(f"{where}: latency must be finite and >= 0 s")
         np.fill_diagonal(bandwidth, 0.0)
         np.fill_diagonal(latency, 0.0)
-        if self.device_names is not None and len(self.device_names) != d:
-            raise ValueError(f"{where}: {len(self.device_names)} device names for {d} devices")
+        if self.device_names is not None:
+            if len(self.device_names) != d:
+                raise ValueError(f"{where}: {len(self.device_names)} device names for {d} devices")
+            object.__setattr__(self, "device_names", tuple(str(x) for x in self.device_names))
+        if self.link_kinds is not None:
+            kinds = tuple(tuple(str(x) for x in row) for row in self.link_kinds)
+            if len(kinds) != d or any(len(row) != d for row in kinds):
+                raise ValueError(f"{where}: link_kinds must be a {d} x {d} table of labels")
+            object.__setattr__(self, "link_kinds", kinds)
         for arr in (speed, memory, bandwidth, latency):
             arr.setflags(write=False)
         object.__setattr__(self, "speed", speed)
@@ -122,44 +128,39 @@ class Topology:
 
     @cached_property
     def next_hop(self) -> np.ndarray:
-        """``(D, D) int32``: the next device on the route ``i -> j`` (``j`` itself if linked; ``i`` on the diagonal)."""
+        """``(D, D) int32``: the next device on the route ``i -> j`` (``j`` itself if that is the
+        best route; ``i`` on the diagonal). Floyd-Warshall on per-hop time, then hop count."""
         d = self.n_devices
         linked = self.bandwidth > 0
-        nxt = np.full((d, d), -1, dtype=np.int32)
-        for target in range(d):
-            # Widest path to `target`, ties by hops then device id: Bellman-Ford style relaxation.
-            best_bw = np.full(d, -1.0)
-            hops = np.full(d, np.iinfo(np.int32).max, dtype=np.int64)
-            best_bw[target], hops[target] = np.inf, 0
-            for _ in range(d):
-                changed = False
-                for i in range(d):
-                    if i == target:
-                        continue
-                    for j in np.flatnonzero(linked[i]):
-                        if best_bw[j] < 0:
-                            continue
-                        bw = min(self.bandwidth[i, j], best_bw[j])
-                        better = bw > best_bw[i] or (
-                            bw == best_bw[i] and (hops[j] + 1 < hops[i] or (hops[j] + 1 == hops[i] and j < nxt[i, target]))
-                        )
-                        if better:
-                            best_bw[i], hops[i], nxt[i, target] = bw, hops[j] + 1, j
-                            changed = True
-                if not changed:
-                    break
-            nxt[target, target] = target
-            unreachable = np.flatnonzero(nxt[:, target] < 0)
-            if unreachable.size:
-                raise ValueError(
-                    f"topology {self.name!r}: device {int(unreachable[0])} has no route to device "
-                    f"{target}; add a link (bandwidth > 0) that connects them"
-                )
+        with np.errstate(divide="ignore"):
+            cost = np.where(linked, self.latency + ROUTE_REFERENCE_BYTES / self.bandwidth, np.inf)
+        hops = np.where(linked, 1, np.iinfo(np.int32).max // 4).astype(np.int64)
+        nxt = np.where(linked, np.arange(d)[None, :], -1).astype(np.int32)
+        np.fill_diagonal(cost, 0.0)
+        np.fill_diagonal(hops, 0)
+        np.fill_diagonal(nxt, np.arange(d))
+        for k in range(d):
+            via_cost = cost[:, k, None] + cost[None, k, :]
+            via_hops = hops[:, k, None] + hops[None, k, :]
+            better = (via_cost < cost) | ((via_cost == cost) & (via_hops < hops))
+            cost = np.where(better, via_cost, cost)
+            hops = np.where(better, via_hops, hops)
+            nxt = np.where(better, nxt[:, k, None], nxt)
+        unreachable = np.argwhere(~np.isfinite(cost))
+        if unreachable.size:
+            i, j = (int(x) for x in unreachable[0])
+            raise ValueError(
+                f"topology {self.name!r}: device {i} has no route to device {j}; add a link "
+                f"(bandwidth > 0) that connects them"
+            )
+        nxt = nxt.astype(np.int32)
         nxt.setflags(write=False)
         return nxt
 
     def route(self, i: int, j: int) -> list[int]:
         """Devices visited from ``i`` to ``j``, both included (``[i]`` when ``i == j``)."""
+        self._check_device(i)
+        self._check_device(j)
         path = [int(i)]
         while path[-1] != j:
             path.append(int(self.next_hop[path[-1], j]))
@@ -167,10 +168,16 @@ class Topology:
 
     def transfer_time(self, nbytes: float, i: int, j: int) -> float:
         """Uncontended time to send ``nbytes`` [B] from device ``i`` to ``j`` [s] (0 if ``i == j``)."""
+        if not nbytes >= 0:
+            raise ValueError(f"transfer_time: nbytes must be >= 0, got {nbytes!r}")
         path = self.route(i, j)
         return float(
             sum(self.latency[a, b] + nbytes / self.bandwidth[a, b] for a, b in zip(path[:-1], path[1:]))
         )
+
+    def _check_device(self, d: int) -> None:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < self.n_devices:
+            raise ValueError(f"topology {self.name!r}: device id {d!r} is not in 0..{self.n_devices - 1}")
 
     def device_label(self, d: int) -> str:
         """Name of device ``d`` (``"dev<d>"`` when unnamed)."""
@@ -178,3 +185,12 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology(name={self.name!r}, n_devices={self.n_devices})"
+
+
+def _broadcast(values: object, shape: tuple[int, ...], label: str, where: str) -> np.ndarray:
+    """``values`` as a float64 array of ``shape`` (scalars broadcast), or a clear ValueError."""
+    arr = np.array(values, dtype=np.float64)
+    try:
+        return np.broadcast_to(arr, shape).copy()
+    except ValueError:
+        raise ValueError(f"{where}: {label} must be a scalar or of shape {shape}, got shape {arr.shape}") from None
