@@ -9,13 +9,13 @@ from doppler_gym.graph.analysis import b_level, critical_path, lower_bound, t_le
 from doppler_gym.graph.io import load_graph, paper_graph_names, save_graph
 from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import SimConfig, Trace, simulate, simulate_batch
+from doppler_gym.sim import SimConfig, Trace, makespan_lower_bound, simulate, simulate_batch
 from doppler_gym.topology.types import Topology
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DataflowGraph", "OpSpec", "SimConfig", "Topology", "Trace", "__version__", "b_level", "critical_path",
-    "load_graph", "lower_bound", "paper_graph_names", "save_graph", "simulate", "simulate_batch", "t_level",
+    "load_graph", "lower_bound", "makespan_lower_bound", "paper_graph_names", "save_graph", "simulate", "simulate_batch", "t_level",
     "topological_order", "workloads",
 ]

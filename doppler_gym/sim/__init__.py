@@ -1,7 +1,8 @@
 """Work-conserving runtime simulator: Numba kernels, configuration, traces."""
 
 from doppler_gym.sim.api import simulate, simulate_batch
+from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 
-__all__ = ["SimConfig", "Trace", "simulate", "simulate_batch"]
+__all__ = ["SimConfig", "Trace", "makespan_lower_bound", "simulate", "simulate_batch"]

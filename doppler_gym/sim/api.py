@@ -14,6 +14,7 @@ from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
 _DEFAULT_CONFIG = SimConfig()
+MAX_IMPLICIT_DEVICES = 256  # topology=None: devices 0..max(assignment) form a uniform topology
 
 
 def simulate(
@@ -39,6 +40,12 @@ def simulate(
             priorities of the wrong shape, or no priorities under ``queue_order="priority"``.
     """
     _check_graph(graph)
+    _check_config(config)
+    if np.ndim(assignment) != 1:
+        raise ValueError(
+            f"simulate takes one assignment of shape ({graph.n_ops},), got shape {np.shape(assignment)}; "
+            f"use simulate_batch for a (B, n_ops) array"
+        )
     assign = _check_assignment(graph, assignment, "assignment")
     topo_devices = _n_devices(topology, assign)
     meta, ints, floats = pack(graph, topology, topo_devices, config)
@@ -74,6 +81,7 @@ def simulate_batch(
     the seed and the inputs, never on the thread count.
     """
     _check_graph(graph)
+    _check_config(config)
     arr = np.asarray(assignments)
     if arr.ndim != 2:
         raise ValueError(
@@ -96,6 +104,14 @@ def _check_graph(graph: object) -> None:
         raise TypeError(
             f"expected a DataflowGraph, got {type(graph).__name__}; load one with "
             f"doppler_gym.load_graph(path_or_name) or doppler_gym.workloads.make(name)"
+        )
+
+
+def _check_config(config: object) -> None:
+    if not isinstance(config, SimConfig):
+        raise TypeError(
+            f"config must be a SimConfig, got {type(config).__name__}; e.g. SimConfig(link_model='fifo') "
+            f"or SimConfig.reference()"
         )
 
 
@@ -133,6 +149,11 @@ def _n_devices(topology: Topology | None, assign: np.ndarray) -> int:
         raise ValueError(f"assignment{list(pos)} = {assign[pos]} is negative; device ids start at 0")
     used = int(high) + 1 if assign.size else 1
     if topology is None:
+        if used > MAX_IMPLICIT_DEVICES:
+            raise ValueError(
+                f"assignment uses device {used - 1} but no topology was given; device ids above "
+                f"{MAX_IMPLICIT_DEVICES - 1} need an explicit Topology (e.g. Topology.uniform({used}))"
+            )
         return used
     if not isinstance(topology, Topology):
         raise TypeError(
@@ -157,7 +178,10 @@ def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfi
             "SimConfig(queue_order='priority') needs priorities: a (n_ops,) array, lower runs "
             "first (e.g. the SEL order, or minus the b-level)"
         )
-    arr = np.asarray(priorities, dtype=np.float64)
+    try:
+        arr = np.asarray(priorities, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"priorities must be numbers, one per op (lower runs first); got {priorities!r:.80}") from None
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != graph.n_ops or arr.shape[0] not in (1, n_rows):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 COST_MODELS = ("topology", "raw")
 LINK_MODELS = ("ideal", "fifo")
 QUEUE_ORDERS = ("fifo", "priority")
@@ -26,9 +28,11 @@ class SimConfig:
             its op at the device's full speed; this models kernels too small to fill a GPU
             (the einsummable engine uses 5 streams per GPU). Keep 1 for kernels that saturate it.
         queue_order: the order in which a device starts its ready ops: ``"fifo"`` by the time an
-            op became ready (same-time ties in event order, as SimPy), or ``"priority"`` by the
-            ``priorities`` argument of ``simulate`` (lower first, ties by ready time), e.g. the
-            SEL order or negative b-level.
+            op became ready (same-time ties in event order, and a free stream is granted at
+            once, as SimPy), or ``"priority"`` by the ``priorities`` argument of ``simulate``
+            (lower first, ties by ready order), e.g. the SEL order or negative b-level; in this
+            mode free streams are filled once all events of the instant are processed, so every
+            op ready at that instant competes by priority.
         compute_jitter: sigma of a mean-one lognormal factor on each op's compute time
             (``exp(sigma * z - sigma**2 / 2)``, ``z ~ N(0, 1)``); 0 = deterministic.
         transfer_jitter: the same for each edge's transfer time.
@@ -54,16 +58,21 @@ class SimConfig:
         ):
             if value not in allowed:
                 raise ValueError(f"SimConfig.{label} must be one of {allowed}, got {value!r}")
-        if isinstance(self.streams, bool) or not isinstance(self.streams, int) or self.streams < 1:
+        if isinstance(self.streams, bool) or not isinstance(self.streams, (int, np.integer)) or self.streams < 1:
             raise ValueError(f"SimConfig.streams must be an integer >= 1, got {self.streams!r}")
+        object.__setattr__(self, "streams", int(self.streams))
         for label in ("compute_jitter", "transfer_jitter"):
             value = getattr(self, label)
-            if not (isinstance(value, (int, float)) and 0.0 <= value < 10.0):
+            if isinstance(value, bool) or not (isinstance(value, (int, float, np.floating)) and 0.0 <= value < 10.0):
                 raise ValueError(f"SimConfig.{label} is a lognormal sigma in [0, 10), got {value!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ValueError(f"SimConfig.seed must be an integer, got {self.seed!r}")
-        if not (isinstance(self.time_divisor, (int, float)) and self.time_divisor > 0):
-            raise ValueError(f"SimConfig.time_divisor must be a positive number, got {self.time_divisor!r}")
+            object.__setattr__(self, label, float(value))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"SimConfig.seed must be an integer >= 0, got {self.seed!r}")
+        object.__setattr__(self, "seed", int(self.seed))
+        divisor = self.time_divisor
+        if isinstance(divisor, bool) or not (isinstance(divisor, (int, float, np.floating)) and 0 < divisor < np.inf):
+            raise ValueError(f"SimConfig.time_divisor must be a positive finite number, got {divisor!r}")
+        object.__setattr__(self, "time_divisor", float(divisor))
 
     @classmethod
     def reference(cls) -> SimConfig:

@@ -108,6 +108,22 @@ def _heap_pop(h_time, h_key, h_code, base, size):
     return top
 
 
+@njit(cache=True, inline="always")
+def _start(g, d, now, v, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size):
+    """Grant op ``g`` a stream of device ``d`` at virtual position ``v``; returns ``(f_tail, h_size)``.
+
+    The start itself is virtual (its only effect is scheduling ``COMPUTED``, keyed by ``v``),
+    except for an op of zero duration, whose ``STARTED`` stays a real zero-delay event.
+    """
+    t = now + comp[g] * inv_speed[d] * comp_factor[g]
+    if t == now:
+        fifo[f_tail] = (v << 32) | (g << 3) | STARTED
+        return f_tail + 1, h_size
+    start[g] = now
+    _heap_push(h_time, h_key, h_code, 0, h_size, t, v * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
+    return f_tail, h_size + 1
+
+
 @njit(cache=True)
 def value_range(values):
     """``(min, max)`` of a 1-D integer array in one pass (``(0, -1)`` when empty)."""
@@ -258,6 +274,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     h_size = 0
     now = 0.0
     wave0_next = 0  # heap key of the next push by a wave-0 event at `now`
+    grants_pending = False  # priority mode: some device may have a free stream and waiting ops
     while True:
         if h_size > 0 and h_time[0] == now:
             code = _heap_pop(h_time, h_key, h_code, 0, h_size)
@@ -267,6 +284,17 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             code = fifo[f_head]
             f_head += 1
             push_key = (code >> 32) * WAVE + FIFO_PUSH
+        elif grants_pending:
+            # Priority mode: every event due now is done; fill free streams, lowest value first.
+            grants_pending = False
+            for d in range(n_dev):
+                while free_streams[d] > 0 and q_len[d] > 0:
+                    g = _heap_pop(q_key, q_seq, q_op, q_base[d], q_len[d])
+                    q_len[d] -= 1
+                    free_streams[d] -= 1
+                    f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
+                    v_next += 1
+            continue
         elif h_size > 0:
             now = h_time[0]
             wave0_next = v_next * WAVE
@@ -286,25 +314,15 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 q_len[d] += 1
             else:
                 d = assignment[idx]
-            # Grant one waiting op if a stream is free (SimPy's Resource._trigger_put).
-            if free_streams[d] > 0 and q_len[d] > q_head[d]:
-                if use_priority:
-                    g = _heap_pop(q_key, q_seq, q_op, q_base[d], q_len[d])
-                    q_len[d] -= 1
-                else:
-                    g = q_op[q_base[d] + q_head[d]]
-                    q_head[d] += 1
+            if use_priority:
+                grants_pending = True  # granted by priority once the instant's events are done
+            elif free_streams[d] > 0 and q_len[d] > q_head[d]:
+                # Grant the oldest waiting op (SimPy's Resource._trigger_put).
+                g = q_op[q_base[d] + q_head[d]]
+                q_head[d] += 1
                 free_streams[d] -= 1
-                v = v_next
+                f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
                 v_next += 1
-                t = now + comp[g] * inv_speed[d] * comp_factor[g]
-                if t == now:  # zero duration: its COMPUTED is a zero-delay event; keep STARTED real
-                    fifo[f_tail] = (v << 32) | (g << 3) | STARTED
-                    f_tail += 1
-                else:  # virtual STARTED at position v
-                    start[g] = now
-                    _heap_push(h_time, h_key, h_code, 0, h_size, t, v * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
-                    h_size += 1
             if kind == RELEASE_FINISH:
                 # The finish event sits right after the release, at virtual position v + 1.
                 push_key += WAVE

@@ -1,0 +1,221 @@
+"""Arguments shared by the subcommands: graph, topology and simulator settings, and formatting."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+from pathlib import Path
+
+import numpy as np
+
+from doppler_gym import workloads
+from doppler_gym.graph.analysis import b_level
+from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.config import LINK_MODELS, QUEUE_ORDERS, SimConfig
+from doppler_gym.topology.presets import preset_names
+from doppler_gym.topology.types import Topology
+
+DEFAULT_DEVICES = 4  # the DOPPLER paper's machine has 4 GPUs
+
+
+# ---------------------------------------------------------------------- argument groups
+def add_graph_argument(parser: argparse.ArgumentParser, positional: bool = True, default: str | None = None) -> None:
+    """``GRAPH`` (positional, or ``--graph`` when ``positional`` is False) and ``--param key=value``."""
+    help_text = (
+        "a graph file (.txt paper format or .json), a paper graph name (e.g. paper/ffnn) or a "
+        "workload name (e.g. ffnn, chainmm); `doppler graph list` shows the names"
+    )
+    if positional:
+        parser.add_argument("graph", metavar="GRAPH", help=help_text)
+    else:
+        parser.add_argument("--graph", default=default, metavar="GRAPH", help=f"{help_text} (default: {default})")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE",
+        help="a workload generator parameter, repeatable (e.g. --param layers=4); see `doppler graph list`",
+    )
+
+
+def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--devices N`` or ``--topology PRESET`` (mutually exclusive)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--devices", type=int, metavar="N",
+        help=f"N identical, fully linked devices (Topology.uniform(N)); default {DEFAULT_DEVICES}",
+    )
+    group.add_argument(
+        "--topology", metavar="PRESET",
+        help=f"a topology preset: {', '.join(preset_names())}, or uniform<N>",
+    )
+
+
+def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = False) -> None:
+    """Simulator settings; the defaults follow the graph (see :func:`config_from_args`).
+
+    ``reference_only`` adds just ``--reference`` (for commands that only need the time unit)."""
+    group = parser.add_argument_group(
+        "simulator",
+        "paper graphs default to the reference model (the authors' simulator, paper time units), "
+        "other graphs to the topology model (seconds)",
+    )
+    group.add_argument(
+        "--reference", action="store_true",
+        help="use SimConfig.reference(): costs are times, paper units (raw / 1e10)",
+    )
+    if reference_only:
+        return
+    group.add_argument("--link-model", choices=LINK_MODELS, help="ideal (no contention) or fifo (one transfer per link at a time)")
+    group.add_argument("--streams", type=int, metavar="K", help="ops that may run at once on one device (>= 1)")
+    group.add_argument(
+        "--queue-order", choices=QUEUE_ORDERS,
+        help="fifo (by ready time) or priority (highest b-level first)",
+    )
+    group.add_argument(
+        "--jitter", type=float, metavar="SIGMA",
+        help="lognormal sigma of random compute and transfer times (mean one); 0 = deterministic",
+    )
+    group.add_argument("--seed", type=int, default=0, help="seed of the jitter and of random placements (default 0)")
+
+
+# ---------------------------------------------------------------------- resolution
+def parse_params(pairs: list[str]) -> dict[str, object]:
+    """``["layers=4", "dtype=float16"]`` -> ``{"layers": 4, "dtype": "float16"}`` (Python literals, else strings)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--param {pair!r}: expected KEY=VALUE, e.g. --param layers=4")
+        try:
+            value: object = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        out[key.strip()] = value
+    return out
+
+
+def resolve_graph(spec: str, params: dict[str, object] | None = None) -> DataflowGraph:
+    """A paper graph name, a workload name (built with ``params``) or a graph file."""
+    params = params or {}
+    if spec in workloads.names():
+        return workloads.make(spec, **params)
+    if params:
+        raise ValueError(
+            f"--param only applies to workload generators ({', '.join(workloads.names())}), not to {spec!r}"
+        )
+    if spec in paper_graph_names() or Path(spec).is_file():
+        return load_graph(spec)
+    if Path(spec).suffix.lower() in SUFFIXES:
+        raise ValueError(f"graph file {spec!r} does not exist")
+    known = (*paper_graph_names(), *workloads.names())
+    close = difflib.get_close_matches(spec, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(
+        f"unknown graph {spec!r}: {hint}not an existing file, a paper graph "
+        f"({', '.join(paper_graph_names())}) or a workload ({', '.join(workloads.names())})"
+    )
+
+
+def graph_from_args(args: argparse.Namespace) -> DataflowGraph:
+    """The graph named by ``args.graph`` and ``args.param``."""
+    return resolve_graph(args.graph, parse_params(args.param))
+
+
+def topology_from_args(args: argparse.Namespace) -> Topology:
+    """``--topology PRESET``, else ``Topology.uniform(--devices)`` (default 4)."""
+    if getattr(args, "topology", None):
+        return Topology.preset(args.topology)
+    n = args.devices if getattr(args, "devices", None) is not None else DEFAULT_DEVICES
+    return Topology.uniform(n)
+
+
+def config_from_args(args: argparse.Namespace, graph: DataflowGraph) -> SimConfig:
+    """The reference model for paper graphs (or with ``--reference``), else ``SimConfig()``; flags override."""
+    base = SimConfig.reference() if (graph.units == "paper" or args.reference) else SimConfig()
+    changes: dict[str, object] = {}
+    for flag in ("link_model", "streams", "queue_order"):
+        if getattr(args, flag, None) is not None:
+            changes[flag] = getattr(args, flag)
+    jitter = getattr(args, "jitter", None)
+    if jitter is not None:
+        changes["compute_jitter"] = jitter
+        changes["transfer_jitter"] = jitter
+    if jitter:  # the seed only matters for random times
+        changes["seed"] = args.seed
+    return dataclasses.replace(base, **changes)
+
+
+def describe_config(config: SimConfig) -> str:
+    """A one-line summary, e.g. ``reference (paper units)``."""
+    if config == SimConfig.reference():
+        return "reference (the authors' simulator; paper units = raw cost / 1e10)"
+    fields = [f"{f.name}={getattr(config, f.name)!r}" for f in dataclasses.fields(config)
+              if getattr(config, f.name) != f.default]
+    return "SimConfig(" + ", ".join(fields) + f") [{unit_label(config.time_unit)}]"
+
+
+# ---------------------------------------------------------------------- costs in simulator time
+def op_times(graph: DataflowGraph, topology: Topology, config: SimConfig) -> np.ndarray:
+    """``(n_ops, D) float64`` compute time of each op on each device, in the simulator's time unit."""
+    if config.cost_model == "raw":
+        comp = np.repeat(graph.flops[:, None], topology.n_devices, axis=1)
+    else:
+        comp = graph.flops[:, None] / topology.speed[None, :]
+    return comp / config.time_divisor
+
+
+def transfer_model(topology: Topology, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(latency, per_unit)``, both ``(D, D)``: moving an op's output from ``i`` to ``j`` takes
+    ``latency[i, j] + out_bytes * per_unit[i, j]`` (simulator time units; zero on the diagonal)."""
+    d = topology.n_devices
+    if config.cost_model == "raw":
+        per_unit = (1.0 - np.eye(d)) / config.time_divisor
+        return np.zeros((d, d)), per_unit
+    lat, per_unit = np.zeros((d, d)), np.zeros((d, d))
+    for i in range(d):
+        for j in range(d):
+            path = topology.route(i, j)
+            for a, b in zip(path[:-1], path[1:]):
+                lat[i, j] += topology.latency[a, b]
+                per_unit[i, j] += 1.0 / topology.bandwidth[a, b]
+    return lat / config.time_divisor, per_unit / config.time_divisor
+
+
+def mean_costs(graph: DataflowGraph, topology: Topology, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(comp, comm)``, each ``(n_ops,)``: mean compute time over devices and mean cross-device
+    transfer time of each op's output (simulator time units); for b-levels."""
+    comp = op_times(graph, topology, config).mean(axis=1)
+    d = topology.n_devices
+    if d == 1:
+        return comp, np.zeros(graph.n_ops)
+    lat, per_unit = transfer_model(topology, config)
+    off = ~np.eye(d, dtype=bool)
+    return comp, lat[off].mean() + graph.out_bytes * per_unit[off].mean()
+
+
+def priorities_for(graph: DataflowGraph, topology: Topology, config: SimConfig) -> np.ndarray | None:
+    """Minus the b-level (highest b-level runs first) under ``queue_order="priority"``, else ``None``."""
+    if config.queue_order != "priority":
+        return None
+    return -b_level(graph, *mean_costs(graph, topology, config))
+
+
+# ---------------------------------------------------------------------- formatting
+def unit_label(unit: str) -> str:
+    """``"paper"`` -> ``"paper units"``, ``"cost"`` -> ``"cost units"``, others unchanged."""
+    return {"paper": "paper units", "cost": "cost units"}.get(unit, unit)
+
+
+def fmt_time(x: float, unit: str) -> str:
+    """A time with its unit: seconds scaled to s/ms/us, paper and cost units with two decimals."""
+    if unit == "s":
+        for scale, suffix in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+            if abs(x) >= scale or scale == 1e-6:
+                return f"{x / scale:.4g} {suffix}"
+    return f"{x:.2f} {unit_label(unit)}" if x == 0 or abs(x) >= 0.01 else f"{x:.3g} {unit_label(unit)}"
+
+
+def fmt_count(x: float, unit: str) -> str:
+    """A large count (FLOP, bytes) in engineering notation, e.g. ``1.374e+11 FLOP``."""
+    return f"{x:.4g} {unit}"

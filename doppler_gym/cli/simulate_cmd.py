@@ -1,0 +1,146 @@
+"""``doppler simulate GRAPH --assignment FILE|round-robin|random|single``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from doppler_gym.cli import common
+from doppler_gym.sim.bounds import makespan_lower_bound
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.api import simulate
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.trace import Trace
+from doppler_gym.topology.types import Topology
+
+KINDS = ("round-robin", "random", "single")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="simulate one placement of a graph",
+        description="Run one placement on the work-conserving simulator and report its makespan, "
+        "the lower bound and per-device utilisation.",
+    )
+    common.add_graph_argument(p)
+    common.add_topology_arguments(p)
+    p.add_argument(
+        "--assignment", default="round-robin", metavar="FILE|round-robin|random|single",
+        help="op i on device i %% D (round-robin, default), uniformly random devices (random, uses --seed), "
+        "every op on device 0 (single), or a FILE: device ids separated by commas or whitespace "
+        "(# starts a comment), or JSON: a list, or an object with an \"assignment\" list (as --json writes)",
+    )
+    p.add_argument("--gantt", metavar="PNG", help="write a Gantt chart of the run")
+    p.add_argument("--json", metavar="OUT", help="write the result (makespan, assignment, start, end, ...) as JSON")
+    common.add_sim_arguments(p)
+    p.set_defaults(func=run)
+
+
+def make_assignment(spec: str, graph: DataflowGraph, n_devices: int, seed: int) -> np.ndarray:
+    """``(n_ops,) int64`` devices from a kind (:data:`KINDS`) or a file."""
+    n = graph.n_ops
+    if spec == "round-robin":
+        return np.arange(n, dtype=np.int64) % n_devices
+    if spec == "random":
+        return np.random.default_rng(seed).integers(0, n_devices, size=n)
+    if spec == "single":
+        return np.zeros(n, dtype=np.int64)
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"--assignment {spec!r} is neither {', '.join(KINDS)} nor an existing file")
+    values = read_assignment(path)
+    if values.shape[0] != n:
+        raise ValueError(
+            f"assignment file {spec}: {values.shape[0]} device ids but graph {graph.name!r} has {n} ops; "
+            f"give one device id per op"
+        )
+    return values
+
+
+def read_assignment(path: Path) -> np.ndarray:
+    """Device ids from a text file (comma/whitespace separated, ``#`` comments) or JSON."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json" or text.lstrip()[:1] in ("[", "{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"assignment file {path}: invalid JSON ({exc})") from None
+        if isinstance(data, dict):
+            if "assignment" not in data:
+                raise ValueError(f"assignment file {path}: a JSON object needs an \"assignment\" list")
+            data = data["assignment"]
+        if not isinstance(data, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in data):
+            raise ValueError(f"assignment file {path}: expected a JSON list of integer device ids")
+        return np.array(data, dtype=np.int64)
+    tokens = [t for t in re.split(r"[,\s]+", re.sub(r"#[^\n]*", "", text)) if t]
+    out = []
+    for i, tok in enumerate(tokens):
+        try:
+            out.append(int(tok))
+        except ValueError:
+            raise ValueError(
+                f"assignment file {path}: entry {i} is {tok!r}, not an integer device id"
+            ) from None
+    return np.array(out, dtype=np.int64)
+
+
+def run(args: argparse.Namespace) -> int:
+    g = common.graph_from_args(args)
+    topo = common.topology_from_args(args)
+    config = common.config_from_args(args, g)
+    assignment = make_assignment(args.assignment, g, topo.n_devices, args.seed)
+    trace = simulate(g, assignment, topology=topo, priorities=common.priorities_for(g, topo, config), config=config)
+    bound = makespan_lower_bound(g, topo, config)
+    report(g, topo, config, trace, bound, label=args.assignment)
+    if args.gantt:
+        from doppler_gym.sim.gantt import plot_gantt
+
+        plot_gantt(trace, g, args.gantt, title=f"{g.name} on {topo.name}: {args.assignment}", lower_bound=bound)
+        print(f"gantt chart   {args.gantt}")
+    if args.json:
+        write_json(args.json, g, topo, config, trace, bound)
+        print(f"result        {args.json}")
+    return 0
+
+
+def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float, label: str) -> None:
+    unit = trace.time_unit
+    n_x = int(trace.transfers.size)
+    print(f"graph         {g.name}: {g.n_ops} ops, {g.n_edges} edges")
+    print(f"topology      {topo.name}: {topo.n_devices} devices")
+    print(f"simulator     {common.describe_config(config)}")
+    print(f"assignment    {label}")
+    print(f"makespan      {common.fmt_time(trace.makespan, unit)}")
+    ratio = trace.makespan / bound if bound > 0 else float("nan")
+    print(f"lower bound   {common.fmt_time(bound, unit)}  (makespan / bound = {ratio:.3f})")
+    print(f"transfers     {n_x} of {g.n_edges} edges cross devices")
+    counts = np.bincount(trace.assignment, minlength=trace.n_devices)
+    busy, util = trace.device_busy, trace.utilisation
+    print(f"{'device':<14}{'ops':>5}  {'busy':>20}  {'utilisation':>11}")
+    for d in range(trace.n_devices):
+        print(f"{topo.device_label(d):<14}{counts[d]:>5}  {common.fmt_time(float(busy[d]), unit):>20}  {util[d]:>10.1%}")
+
+
+def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float) -> None:
+    data = {
+        "graph": g.name,
+        "n_ops": g.n_ops,
+        "n_edges": g.n_edges,
+        "topology": topo.name,
+        "n_devices": topo.n_devices,
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "time_unit": trace.time_unit,
+        "makespan": trace.makespan,
+        "lower_bound": bound,
+        "assignment": trace.assignment.tolist(),
+        "start": trace.start.tolist(),
+        "end": trace.end.tolist(),
+        "device_busy": trace.device_busy.tolist(),
+    }
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,282 @@
+"""The ``doppler`` command line, run in-process through ``main([...])`` (plus one real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import doppler_gym as dg
+from doppler_gym.cli.main import main
+
+FFNN_LB = 56.6957965312  # lower bound of paper/ffnn on 4 devices, paper units (data README: 56.7)
+FFNN_RR = 84.1824141312  # round-robin makespan of paper/ffnn on 4 devices, reference simulator
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def field(out: str, key: str) -> str:
+    """The value printed after ``key`` at the start of a line."""
+    for line in out.splitlines():
+        if line.startswith(key + " "):
+            return line[len(key):].strip()
+    raise AssertionError(f"no line {key!r} in:\n{out}")
+
+
+def png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    return struct.unpack(">II", data[16:24])
+
+
+def error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one error line, got:\n{err}"
+    assert lines[0].startswith("doppler: error: ")
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------- graph info
+def test_graph_info_paper_name(capsys):
+    code, out, _ = run(capsys, "graph", "info", "paper/ffnn")
+    assert code == 0
+    assert field(out, "ops").startswith("180")
+    assert field(out, "edges") == "208"
+    assert field(out, "total work").startswith("226.78 paper units")
+    assert field(out, "critical path").startswith("14.17 paper units over 12 ops")
+    assert field(out, "lower bound").startswith("56.70 paper units on uniform4")
+    assert "op kinds" not in out  # the plain paper files carry no op types
+
+
+def test_graph_info_kinds_and_devices(capsys):
+    code, out, _ = run(capsys, "graph", "info", "paper/gdp/ffnn", "--devices", "8")
+    assert code == 0
+    assert field(out, "lower bound").startswith("28.35 paper units on uniform8")
+    assert field(out, "op kinds") == "einsummable 128, formation 52"
+
+
+def test_graph_info_workload_with_params(capsys):
+    code, out, _ = run(capsys, "graph", "info", "ffnn", "--param", "layers=2", "--param", "blocks=2")
+    g = dg.workloads.make("ffnn", layers=2, blocks=2)
+    assert code == 0
+    assert field(out, "ops").startswith(str(g.n_ops))
+    assert field(out, "edges") == str(g.n_edges)
+    assert "units: physical" in field(out, "graph")
+    assert "FLOP" in field(out, "total work")
+    bound = dg.lower_bound(g, dg.Topology.uniform(4))
+    assert field(out, "lower bound").startswith(f"{bound * 1e3:.4g} ms")
+    assert "einsum" in field(out, "op kinds")
+
+
+def test_graph_info_json_path(capsys, tmp_path):
+    path = tmp_path / "small.json"
+    dg.save_graph(dg.workloads.make("chainmm", k=1, blocks=2), path)
+    code, out, _ = run(capsys, "graph", "info", str(path), "--topology", "p100x4")
+    assert code == 0
+    assert field(out, "ops").startswith("12")  # 1 * (2**3 + 2**2)
+    assert "on p100x4 (4 devices)" in field(out, "lower bound")
+
+
+def test_graph_list(capsys):
+    code, out, _ = run(capsys, "graph", "list")
+    assert code == 0
+    assert "paper/ffnn" in out and "chainmm" in out and "p100x4" in out
+
+
+# ---------------------------------------------------------------------- simulate
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("round-robin", FFNN_RR), ("single", 226.7831861248), ("random", None)],
+)
+def test_simulate_kinds(capsys, tmp_path, kind, expected):
+    out_json = tmp_path / "r.json"
+    code, out, _ = run(capsys, "simulate", "paper/ffnn", "--devices", "4", "--assignment", kind,
+                       "--seed", "5", "--json", str(out_json))
+    assert code == 0
+    data = json.loads(out_json.read_text())
+    g = dg.load_graph("paper/ffnn")
+    if kind == "random":
+        a = np.random.default_rng(5).integers(0, 4, size=g.n_ops)
+        assert data["assignment"] == a.tolist()
+        expected = dg.simulate(g, a, config=dg.SimConfig.reference()).makespan
+    assert data["makespan"] == pytest.approx(expected, rel=1e-12)
+    assert field(out, "makespan") == f"{expected:.2f} paper units"
+    assert field(out, "lower bound").startswith(f"56.70 paper units  (makespan / bound = {expected / FFNN_LB:.3f})")
+    assert "dev3" in out and "%" in out
+
+
+def test_simulate_file_input_text_and_json(capsys, tmp_path):
+    g = dg.load_graph("paper/ffnn")
+    a = np.arange(g.n_ops) % 3
+    text = tmp_path / "a.txt"
+    text.write_text("# three devices\n" + ",".join(map(str, a[:90])) + "\n" + " ".join(map(str, a[90:])) + "\n")
+    lst = tmp_path / "a.json"
+    lst.write_text(json.dumps(a.tolist()))
+    want = dg.simulate(g, a, config=dg.SimConfig.reference()).makespan
+    for path in (text, lst):
+        code, out, _ = run(capsys, "simulate", "paper/ffnn", "--devices", "3", "--assignment", str(path))
+        assert code == 0
+        assert field(out, "makespan") == f"{want:.2f} paper units"
+
+
+def test_simulate_json_roundtrip(capsys, tmp_path):
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run(capsys, "simulate", "paper/chainmm", "--assignment", "random", "--seed", "1", "--json", str(first))[0] == 0
+    assert run(capsys, "simulate", "paper/chainmm", "--assignment", str(first), "--json", str(second))[0] == 0
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    for key in ("makespan", "assignment", "start", "end", "lower_bound", "time_unit"):
+        assert a[key] == b[key]
+    g = dg.load_graph("paper/chainmm")
+    assert len(a["start"]) == len(a["end"]) == len(a["assignment"]) == g.n_ops
+    assert max(a["end"]) == pytest.approx(a["makespan"])
+
+
+def test_simulate_gantt(capsys, tmp_path):
+    png = tmp_path / "sub" / "gantt.png"
+    code, out, _ = run(capsys, "simulate", "paper/ffnn", "--gantt", str(png))
+    assert code == 0 and field(out, "gantt chart") == str(png)
+    width, height = png_size(png)
+    assert 800 <= width <= 3000 and 200 <= height <= 2000
+    assert png.stat().st_size > 10_000
+
+
+def test_simulate_workload_with_sim_flags(capsys, tmp_path):
+    out_json = tmp_path / "r.json"
+    code, out, _ = run(capsys, "simulate", "llama-block", "--param", "blocks=2", "--topology", "v100x8-dgx1",
+                       "--link-model", "fifo", "--streams", "2", "--queue-order", "priority",
+                       "--jitter", "0.1", "--seed", "3", "--json", str(out_json))
+    assert code == 0
+    data = json.loads(out_json.read_text())
+    assert data["time_unit"] == "s" and data["n_devices"] == 8
+    assert data["config"] == {
+        "cost_model": "topology", "link_model": "fifo", "streams": 2, "queue_order": "priority",
+        "compute_jitter": 0.1, "transfer_jitter": 0.1, "seed": 3, "time_divisor": 1.0,
+    }
+    assert field(out, "makespan").endswith(("ms", "us", "s"))
+
+
+def test_simulate_reference_flag_on_workload(capsys, tmp_path):
+    out_json = tmp_path / "r.json"
+    code, _, _ = run(capsys, "simulate", "ffnn", "--param", "layers=1", "--reference", "--json", str(out_json))
+    assert code == 0
+    assert json.loads(out_json.read_text())["time_unit"] == "paper"
+
+
+# ---------------------------------------------------------------------- errors
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["graph", "info", "paper/ffnx"], "did you mean 'paper/ffnn'"),
+        (["graph", "info", "nosuch"], "unknown graph 'nosuch'"),
+        (["graph", "info", "missing.json"], "does not exist"),
+        (["graph", "info", "paper/ffnn", "--param", "layers=2"], "--param only applies to workload"),
+        (["graph", "info", "ffnn", "--param", "nope=1"], "unknown parameter(s) ['nope']"),
+        (["simulate", "paper/ffnn", "--topology", "nosuch"], "unknown topology preset 'nosuch'"),
+        (["simulate", "paper/ffnn", "--streams", "0"], "streams must be an integer >= 1"),
+        (["simulate", "paper/ffnn", "--assignment", "roundrobin"], "neither round-robin, random, single"),
+        (["demo", "--samples", "0"], "--samples must be >= 1"),
+    ],
+)
+def test_errors_are_one_line(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in error_line(err)
+
+
+def test_assignment_file_wrong_length(capsys, tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("0 1 2 3\n")
+    code, _, err = run(capsys, "simulate", "paper/ffnn", "--assignment", str(path))
+    assert code == 2
+    assert "4 device ids but graph 'paper/ffnn' has 180 ops" in error_line(err)
+
+
+def test_assignment_device_out_of_range(capsys, tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text(" ".join(["0"] * 179 + ["4"]))
+    code, _, err = run(capsys, "simulate", "paper/ffnn", "--devices", "4", "--assignment", str(path))
+    assert code == 2
+    assert "assignment[179] = 4 but topology 'uniform4' has 4 devices" in error_line(err)
+
+
+def test_assignment_file_bad_token(capsys, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("0, 1, two")
+    code, _, err = run(capsys, "simulate", "paper/ffnn", "--assignment", str(path))
+    assert code == 2 and "entry 2 is 'two'" in error_line(err)
+
+
+def test_usage_error_exit_code(capsys):
+    code, _, err = run(capsys, "simulate")
+    assert code == 2 and "required: GRAPH" in err
+
+
+# ---------------------------------------------------------------------- demo
+def test_demo_small(capsys, tmp_path):
+    out_dir = tmp_path / "demo"
+    code, out, _ = run(capsys, "demo", "--samples", "200", "--out", str(out_dir))
+    assert code == 0
+    summary = json.loads((out_dir / "summary.json").read_text())
+    rows = {r["name"]: r["makespan"] for r in summary["rows"]}
+    search = rows["random search (best of 200)"]
+    assert summary["graph"] == "paper/ffnn" and summary["n_devices"] == 4 and summary["time_unit"] == "paper"
+    assert summary["lower_bound"] == pytest.approx(FFNN_LB)
+    assert rows["round-robin"] == pytest.approx(FFNN_RR)
+    assert FFNN_LB <= search <= rows["round-robin"]
+    assert rows["single device"] == pytest.approx(4 * FFNN_LB)
+    assert all(m >= FFNN_LB - 1e-9 for m in rows.values())
+    best = summary["best"]
+    assert best["makespan"] == min(m for name, m in rows.items() if name != "random (mean of 100)")
+    g = dg.load_graph("paper/ffnn")
+    assert dg.simulate(g, best["assignment"], config=dg.SimConfig.reference()).makespan == pytest.approx(best["makespan"])
+    assert summary["published"]["best known placement"] == "64.2"
+    width, height = png_size(out_dir / "gantt_best.png")
+    assert width >= 800 and height >= 200
+    assert "round-robin" in out and "lower bound" in out and "64.2" in out
+
+
+def test_demo_is_deterministic(capsys, tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert run(capsys, "demo", "--graph", "paper/chainmm", "--samples", "300", "--seed", "7", "--out", str(first))[0] == 0
+    assert run(capsys, "demo", "--graph", "paper/chainmm", "--samples", "300", "--seed", "7", "--out", str(second))[0] == 0
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (first, second))
+    assert a["rows"] == b["rows"] and a["best"]["assignment"] == b["best"]["assignment"]
+
+
+def test_greedy_list_schedule_valid_and_beats_single():
+    from doppler_gym.cli.demo_cmd import greedy_list_schedule
+
+    for g, topo, cfg in (
+        (dg.load_graph("paper/llama-block"), dg.Topology.uniform(4), dg.SimConfig.reference()),
+        (dg.workloads.make("ffnn", layers=2), dg.Topology.preset("v100x8-dgx1"), dg.SimConfig()),
+    ):
+        a = greedy_list_schedule(g, topo, cfg)
+        assert a.shape == (g.n_ops,) and a.min() >= 0 and a.max() < topo.n_devices
+        ms = dg.simulate(g, a, topology=topo, config=cfg).makespan
+        single = dg.simulate(g, np.zeros(g.n_ops, int), topology=topo, config=cfg).makespan
+        assert ms < single
+
+
+# ---------------------------------------------------------------------- entry point
+def test_module_entry_point_subprocess():
+    proc = subprocess.run(
+        [sys.executable, "-m", "doppler_gym.cli.main", "graph", "info", "paper/chainmm"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "lower bound" in proc.stdout and "76" in proc.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "doppler_gym.cli.main", "graph", "info", "nosuch"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2
+    assert error_line(bad.stderr).startswith("doppler: error: unknown graph 'nosuch'")
