@@ -238,7 +238,7 @@ def test_demo_small(capsys, tmp_path):
     assert best["makespan"] == min(m for name, m in rows.items() if name != "random (mean of 100)")
     g = dg.load_graph("paper/ffnn")
     assert dg.simulate(g, best["assignment"], config=dg.SimConfig.reference()).makespan == pytest.approx(best["makespan"])
-    assert summary["published"]["best known placement"] == "64.2"
+    assert summary["reference"]["best known placement"] == "64.2"
     width, height = png_size(out_dir / "gantt_best.png")
     assert width >= 800 and height >= 200
     assert "round-robin" in out and "lower bound" in out and "64.2" in out
