@@ -56,7 +56,8 @@ META_LEN = 22
 # ---------------------------------------------------------------- binary heaps on flat arrays
 @njit(cache=True, inline="always")
 def _less(t1, s1, t2, s2):
-    return t1 < t2 or (t1 == t2 and s1 < s2)
+    # Bitwise, not short-circuit: compiles to flag arithmetic instead of unpredictable branches.
+    return (t1 < t2) | ((t1 == t2) & (s1 < s2))
 
 
 @njit(cache=True, inline="always")
@@ -90,10 +91,10 @@ def _heap_pop(h_time, h_key, h_code, base, size):
         child = 2 * i + 1
         if child >= size:
             break
-        if child + 1 < size and _less(
-            h_time[base + child + 1], h_key[base + child + 1], h_time[base + child], h_key[base + child]
-        ):
-            child += 1
+        if child + 1 < size:
+            child += _less(
+                h_time[base + child + 1], h_key[base + child + 1], h_time[base + child], h_key[base + child]
+            )
         if _less(h_time[base + child], h_key[base + child], t, key):
             h_time[base + i] = h_time[base + child]
             h_key[base + i] = h_key[base + child]
@@ -295,10 +296,12 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
                     v_next += 1
             continue
-        elif h_size > 0:
+        elif h_size > 0:  # advance the clock to the next future event and process it
             now = h_time[0]
             wave0_next = v_next * WAVE
-            continue
+            code = _heap_pop(h_time, h_key, h_code, 0, h_size)
+            h_size -= 1
+            push_key = wave0_next
         else:
             break
         kind = code & 7
