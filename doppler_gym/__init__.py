@@ -1,11 +1,13 @@
 """doppler-gym: learn where the ops of a dataflow graph run on a work-conserving multi-GPU runtime.
 
 Neither torch nor pynvml is imported here; agents (``agents``) and the real backend
-(``envs_real``) load them when used.
+(``envs_real``) load them when used. Importing the package registers the Gymnasium envs
+``Doppler-Sim-v0`` and ``Doppler-SimAssign-v0``.
 """
 
-from doppler_gym import workloads
-from doppler_gym.graph.analysis import b_level, critical_path, lower_bound, t_level, topological_order
+from doppler_gym import baselines, workloads
+from doppler_gym.envs import registration as _env_registration  # noqa: F401  registers the env ids
+from doppler_gym.graph.analysis import b_level, lower_bound, t_level, topological_order
 from doppler_gym.graph.io import load_graph, paper_graph_names, save_graph
 from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.types import DataflowGraph
@@ -15,7 +17,7 @@ from doppler_gym.topology.types import Topology
 __version__ = "0.1.0"
 
 __all__ = [
-    "DataflowGraph", "OpSpec", "SimConfig", "Topology", "Trace", "__version__", "b_level", "critical_path",
-    "load_graph", "lower_bound", "makespan_lower_bound", "paper_graph_names", "save_graph", "simulate", "simulate_batch", "t_level",
-    "topological_order", "workloads",
+    "DataflowGraph", "OpSpec", "SimConfig", "Topology", "Trace", "__version__", "b_level", "baselines",
+    "load_graph", "lower_bound", "makespan_lower_bound", "paper_graph_names", "save_graph", "simulate",
+    "simulate_batch", "t_level", "topological_order", "workloads",
 ]

@@ -15,6 +15,7 @@ from doppler_gym.graph.analysis import b_level
 from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import LINK_MODELS, QUEUE_ORDERS, SimConfig
+from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
 
@@ -155,50 +156,13 @@ def describe_config(config: SimConfig) -> str:
     return "SimConfig(" + ", ".join(fields) + f") [{unit_label(config.time_unit)}]"
 
 
-# ---------------------------------------------------------------------- costs in simulator time
-def op_times(graph: DataflowGraph, topology: Topology, config: SimConfig) -> np.ndarray:
-    """``(n_ops, D) float64`` compute time of each op on each device, in the simulator's time unit."""
-    if config.cost_model == "raw":
-        comp = np.repeat(graph.flops[:, None], topology.n_devices, axis=1)
-    else:
-        comp = graph.flops[:, None] / topology.speed[None, :]
-    return comp / config.time_divisor
-
-
-def transfer_model(topology: Topology, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
-    """``(latency, per_unit)``, both ``(D, D)``: moving an op's output from ``i`` to ``j`` takes
-    ``latency[i, j] + out_bytes * per_unit[i, j]`` (simulator time units; zero on the diagonal)."""
-    d = topology.n_devices
-    if config.cost_model == "raw":
-        per_unit = (1.0 - np.eye(d)) / config.time_divisor
-        return np.zeros((d, d)), per_unit
-    lat, per_unit = np.zeros((d, d)), np.zeros((d, d))
-    for i in range(d):
-        for j in range(d):
-            path = topology.route(i, j)
-            for a, b in zip(path[:-1], path[1:]):
-                lat[i, j] += topology.latency[a, b]
-                per_unit[i, j] += 1.0 / topology.bandwidth[a, b]
-    return lat / config.time_divisor, per_unit / config.time_divisor
-
-
-def mean_costs(graph: DataflowGraph, topology: Topology, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
-    """``(comp, comm)``, each ``(n_ops,)``: mean compute time over devices and mean cross-device
-    transfer time of each op's output (simulator time units); for b-levels."""
-    comp = op_times(graph, topology, config).mean(axis=1)
-    d = topology.n_devices
-    if d == 1:
-        return comp, np.zeros(graph.n_ops)
-    lat, per_unit = transfer_model(topology, config)
-    off = ~np.eye(d, dtype=bool)
-    return comp, lat[off].mean() + graph.out_bytes * per_unit[off].mean()
-
-
+# ---------------------------------------------------------------------- priorities
 def priorities_for(graph: DataflowGraph, topology: Topology, config: SimConfig) -> np.ndarray | None:
     """Minus the b-level (highest b-level runs first) under ``queue_order="priority"``, else ``None``."""
     if config.queue_order != "priority":
         return None
-    return -b_level(graph, *mean_costs(graph, topology, config))
+    costs = Costs.of(graph, topology, config)
+    return -b_level(graph, costs.mean_comp, costs.mean_comm)
 
 
 # ---------------------------------------------------------------------- formatting

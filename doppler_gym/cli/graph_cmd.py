@@ -9,9 +9,10 @@ import numpy as np
 
 from doppler_gym import workloads
 from doppler_gym.cli import common
-from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.graph.analysis import critical_path
 from doppler_gym.graph.io import paper_graph_names
+from doppler_gym.sim.bounds import makespan_lower_bound
+from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.presets import preset_names
 
 
@@ -38,7 +39,7 @@ def run_info(args: argparse.Namespace) -> int:
     topo = common.topology_from_args(args)
     config = common.config_from_args(args, g)
     unit = config.time_unit
-    comp = common.op_times(g, topo, config)[:, int(np.argmax(topo.speed))]  # fastest device
+    comp = Costs.of(g, topo, config).comp[:, int(np.argmax(topo.speed))] / config.time_divisor  # fastest device
     cp_len, cp_ops = critical_path(g, comp)
     total_time = float(g.flops.sum()) / config.time_divisor
     rows: list[tuple[str, str]] = [

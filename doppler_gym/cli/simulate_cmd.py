@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from doppler_gym.cli import common
-from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate
+from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology

@@ -21,7 +21,7 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.packing import device_tables
+from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.types import Topology
 
 TIME_MODELS = ("fixed", "faithful")
@@ -56,12 +56,11 @@ class EstimatedSchedule:
         self.graph = graph
         self.n_devices = topology.n_devices
         self.time_model = time_model
-        topo_key = None if config.cost_model == "raw" else topology
-        inv_speed, _, _, _, _, pair_latency, pair_inv_bw = device_tables(topo_key, self.n_devices, config.cost_model)
+        costs = Costs.of(graph, topology, config)
         d = self.n_devices
-        self.comp_time = graph.flops[:, None] * inv_speed[None, :]  # (n, D)
-        self._pair_latency = pair_latency.reshape(d, d)  # (D, D) [time]
-        self._pair_inv_bw = pair_inv_bw.reshape(d, d)  # (D, D) [time / B]
+        self.comp_time = costs.comp  # (n, D)
+        self._pair_latency = costs.latency  # (D, D) [time]
+        self._pair_inv_bw = costs.inv_bw  # (D, D) [time / B]
         self.device = np.full(graph.n_ops, -1, dtype=np.int64)
         self.start = np.zeros(graph.n_ops)
         self.end = np.zeros(graph.n_ops)
@@ -110,12 +109,16 @@ class EstimatedSchedule:
         preds = preds[self.device[preds] >= 0]
         if preds.size:
             dev = self.device[preds]
-            pred_work = self.comp_time[preds, dev]
-            np.add.at(out[:, 1], dev, pred_work)
-            first = np.full(d, np.inf)
-            np.minimum.at(first, dev, self.start[preds])
-            out[:, 2] = np.where(np.isfinite(first), first, 0.0)
-            np.maximum.at(out[:, 3], dev, self.end[preds])
+            out[:, 1] = np.bincount(dev, weights=self.comp_time[preds, dev], minlength=d)
+            # An op has a handful of inputs: a plain loop beats ufunc.at on tiny arrays.
+            seen = np.zeros(d, dtype=bool)
+            for p, dv in zip(preds.tolist(), dev.tolist()):
+                s, e = self.start[p], self.end[p]
+                if not seen[dv] or s < out[dv, 2]:
+                    out[dv, 2] = s
+                if e > out[dv, 3]:
+                    out[dv, 3] = e
+                seen[dv] = True
         out[:, 4] = self.earliest_start(op)
         return out
 

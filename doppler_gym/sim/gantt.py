@@ -40,6 +40,30 @@ def plot_gantt(
         lower_bound: a makespan lower bound to mark, in ``trace.time_unit``.
         dpi: resolution of raster output.
     """
+    fig = _gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
+
+
+def gantt_rgb_array(
+    trace: Trace,
+    graph: DataflowGraph,
+    title: str | None = None,
+    lower_bound: float | None = None,
+    dpi: int = 80,
+) -> np.ndarray:
+    """The chart of :func:`plot_gantt` as an ``(H, W, 3) uint8`` RGB image (e.g. for ``render()``).
+
+    Ops whose ``start``/``end`` are NaN are not drawn (a partial schedule). Arguments as in
+    :func:`plot_gantt`; ``dpi`` sets the image size (the figure is 12 inches wide).
+    """
+    fig = _gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
+    fig.canvas.draw()
+    return np.array(fig.canvas.buffer_rgba(), dtype=np.uint8)[:, :, :3]
+
+
+def _gantt_figure(trace: Trace, graph: DataflowGraph, title: str | None, lower_bound: float | None, dpi: int):  # noqa: ANN202
+    """The matplotlib ``Figure`` (on an Agg canvas) behind :func:`plot_gantt`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
@@ -104,8 +128,7 @@ def plot_gantt(
     ax.set_title(f"{head}\nmakespan {trace.makespan:.4g}{short}, {graph.n_ops} ops, {moved.size} transfers", fontsize=10)
     if legend:
         ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
+    return fig
 
 
 def _palette(n: int) -> list[tuple[float, float, float, float]]:

@@ -31,3 +31,12 @@ def test_topology_mode_uses_device_speeds():
     fast = dg.Topology.uniform(2, speed=2e12)
     assert dg.makespan_lower_bound(g, slow) == pytest.approx(2 * dg.makespan_lower_bound(g, fast))
     assert dg.makespan_lower_bound(g, 2) == dg.makespan_lower_bound(g, dg.Topology.uniform(2))
+
+
+def test_streams_raise_capacity():
+    # Two independent unit ops on one device with two streams run in 1, so the bound must allow 1.
+    g = dg.DataflowGraph(src=[], dst=[], flops=[1.0, 1.0], out_bytes=[0.0, 0.0])
+    two_streams = dg.SimConfig(cost_model="raw", streams=2)
+    assert dg.simulate(g, [0, 0], config=two_streams).makespan == 1.0
+    assert dg.makespan_lower_bound(g, 1, two_streams) == 1.0
+    assert dg.makespan_lower_bound(g, 1, dg.SimConfig(cost_model="raw")) == 2.0

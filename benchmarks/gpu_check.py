@@ -1,0 +1,288 @@
+"""GPU check of the real backend (``envs_real``), in under 5 minutes.
+
+On a GPU machine::
+
+    python benchmarks/gpu_check.py                      # paper FFNN, every visible GPU
+    python benchmarks/gpu_check.py --graph ffnn --n-devices 4 --json out/gpu_check.json
+
+Steps (each prints what it found; the run stops early, reporting what it has, when the time
+budget is spent):
+
+1. Environment: torch, CUDA, GPUs, NVML.
+2. Correctness: a small spec'd FFNN on every placement kind; outputs must equal the
+   single-device reference (placement never changes the math), dependencies and the WC order hold.
+3. Calibration of the graph on the devices (op times, per-op overhead, link fits).
+4. Real runs of several placements (single device, round-robin, blocks, the critical-path
+   heuristic, random) with NVML sampling: median makespans, per-run spread, utilisation, power,
+   energy, NVLink/PCIe traffic.
+5. Fidelity: Kendall tau and mean relative error of the calibrated simulation vs the measurements.
+
+Works unchanged on one GPU (``--n-devices`` logical devices as stream groups on it, default 4) or
+several (one logical device per GPU by default). Without a GPU it runs the CPU path (worker
+threads; CPU timings are not GPU timings) so the script itself can be tested anywhere.
+Exit status: 0 when every step ran without a failed run, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Args:
+    """Command-line arguments.
+
+    Attributes:
+        graph: graph to place: a paper graph (``paper/ffnn``), a workload name (``ffnn``) or a file.
+        devices: device spec (``auto``, ``cuda``, ``cuda:0,1``, ``cpu:4``).
+        n_devices: logical devices (default: number of GPUs, or 4 on a single GPU or CPU).
+        repeats: measured runs per placement (median) [count].
+        warmup: warm-up runs per placement [count].
+        n_random: random placements besides the structured ones [count].
+        budget_s: stop starting new steps after this much time [s].
+        timeout_s: limit of one run [s].
+        json: optional path of a JSON report.
+    """
+
+    graph: str = "paper/ffnn"
+    devices: str = "auto"
+    n_devices: int = 0
+    repeats: int = 5
+    warmup: int = 2
+    n_random: int = 3
+    budget_s: float = 270.0
+    timeout_s: float = 60.0
+    json: str = ""
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    for name, default in Args().__dict__.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    return Args(**vars(p.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    import warnings
+
+    import torch
+
+    import doppler_gym as dg
+    import envs_real
+    from envs_real.calibration import sample_placements
+    from envs_real.env import _resolve_graph
+    from envs_real.materialize import reference_outputs
+
+    def left() -> float:
+        return args.budget_s - (time.perf_counter() - t_start)
+
+    report: dict = {"args": args.__dict__, "steps": {}}
+    failures = 0
+
+    # 1. environment ---------------------------------------------------------------------------
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        devs = envs_real.parse_devices(args.devices)
+    n_gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    n_dev = args.n_devices or (
+        len(set(devs.physical)) if devs.kind == "cuda" and len(set(devs.physical)) > 1 else 4
+    )
+    gpus = [torch.cuda.get_device_name(i) for i in range(n_gpu)]
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {n_gpu} GPU(s): {gpus}")
+    print(f"devices: {devs.describe(n_dev)}")
+    mon = envs_real.NvmlMonitor(sorted(set(devs.mapping(n_dev))) if devs.kind == "cuda" else ["cpu"], 0.05)
+    nvml = mon.start().stop()
+    print(f"NVML: {'available' if nvml['available'] else 'unavailable: ' + str(nvml['reason'])}")
+    report["steps"]["environment"] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": gpus,
+        "device_kind": devs.kind,
+        "n_devices": n_dev,
+        "mapping": list(devs.mapping(n_dev)),
+        "nvml_available": nvml["available"],
+        "nvml_reason": nvml.get("reason"),
+    }
+    topo = dg.Topology.uniform(n_dev)
+
+    # 2. correctness ---------------------------------------------------------------------------
+    w = dg.workloads.build("ffnn", batch=256, d_in=256, hidden=256, layers=2, blocks=2)
+    be = envs_real.RealBackend(
+        devs, repeats=1, warmup=0, keep_outputs=True, workload=w, timeout_s=args.timeout_s
+    )
+    ref = reference_outputs(be.materialized(w.graph))
+    worst, ok = 0.0, True
+    for name, a, prio in sample_placements(w.graph, topo, n_random=2):
+        for cfg in (dg.SimConfig(), dg.SimConfig(queue_order="priority")):
+            tr = be.execute(w.graph, topo, a, prio, cfg)
+            if tr.error is not None:
+                print(f"  correctness {name}/{cfg.queue_order}: FAILED {tr.error}")
+                ok = False
+                continue
+            diff = max(float((be.last_outputs[v] - ref[v]).abs().max()) for v in range(w.graph.n_ops))
+            deps = all(tr.start[v] >= tr.end[u] - 1e-9 for u, v in zip(w.graph.src, w.graph.dst))
+            worst = max(worst, diff)
+            ok &= deps and diff < 1e-3
+    print(
+        f"correctness: {'ok' if ok else 'FAILED'} (max |real - reference| = {worst:.2e}) "
+        f"[{time.perf_counter() - t_start:.1f} s]"
+    )
+    failures += not ok
+    report["steps"]["correctness"] = {"ok": ok, "max_abs_diff": worst}
+    be.close()
+
+    # 3. calibration ---------------------------------------------------------------------------
+    graph = _resolve_graph(args.graph)
+    be = envs_real.RealBackend(
+        devs,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        timeout_s=args.timeout_s,
+        monitor=True,
+        monitor_interval_s=0.02,
+    )
+    t = time.perf_counter()
+    cal = envs_real.calibrate(graph, backend=be, n_devices=n_dev, reps=args.repeats)
+    fits = {
+        k: {"latency_us": v["latency_s"] * 1e6, "bandwidth_GBps": v["bandwidth_Bps"] / 1e9}
+        for k, v in cal.transfer_fits.items()
+    }
+    mat = be.materialized(graph)
+    print(
+        f"calibration of {graph.name} ({graph.n_ops} ops, {mat.synthetic.sum()} synthetic at scale "
+        f"{mat.scale:.3g}): ops {cal.op_time.sum() * 1e3:.2f} ms in total, overhead "
+        f"{cal.overhead_s * 1e6:.1f} us/op, links {fits} "
+        f"[{time.perf_counter() - t:.1f} s]"
+    )
+    report["steps"]["calibration"] = {
+        "graph": graph.name,
+        "n_ops": graph.n_ops,
+        "synthetic_ops": int(mat.synthetic.sum()),
+        "scale": mat.scale,
+        "op_time_total_s": float(cal.op_time.sum()),
+        "overhead_s": cal.overhead_s,
+        "links": fits,
+    }
+
+    # 4. placements with NVML ------------------------------------------------------------------
+    runs = []
+    placements = sample_placements(cal.graph, cal.topology, n_random=args.n_random, config=cal.config)
+    measured = []
+    for name, a, prio in placements:
+        if left() < 20:
+            print(f"  (budget: skipping the remaining placements after {len(measured)})")
+            break
+        tr = be.execute(cal.graph, cal.topology, a, prio, cal.config)
+        rep = be.last_report
+        sim = cal.simulate(a, prio)
+        if tr.error is not None:
+            failures += 1
+            print(f"  {name:<14} FAILED: {tr.error}")
+            runs.append({"placement": name, "error": tr.error})
+            continue
+        spread = (max(rep.makespans) - min(rep.makespans)) / tr.makespan if tr.makespan > 0 else 0.0
+        nv = _nvml_line(rep.monitor)
+        print(
+            f"  {name:<14} real {tr.makespan * 1e3:9.3f} ms (spread {spread:5.1%})  "
+            f"sim {sim * 1e3:9.3f} ms  {nv}"
+        )
+        measured.append((name, a, prio))
+        runs.append(
+            {
+                "placement": name,
+                "real_s": tr.makespan,
+                "runs_s": rep.makespans,
+                "sim_s": sim,
+                "monitor": {k: v for k, v in rep.monitor.items() if k != "devices"}
+                | {
+                    "devices": [
+                        {k: v for k, v in d.items() if k != "series"} for d in rep.monitor.get("devices", [])
+                    ]
+                },
+            }
+        )
+    report["steps"]["placements"] = runs
+
+    # 5. fidelity ------------------------------------------------------------------------------
+    if len(measured) >= 2:
+        # re-measure is not needed: fidelity runs each placement again (a second sample of noise)
+        if left() > 15:
+            fid = envs_real.fidelity(cal, be, placements=measured)
+        else:
+            from scipy.stats import kendalltau
+
+            s = np.array([r["sim_s"] for r in runs if "sim_s" in r])
+            m = np.array([r["real_s"] for r in runs if "real_s" in r])
+            tau = kendalltau(s, m)
+            fid = envs_real.FidelityReport(
+                [r["placement"] for r in runs if "real_s" in r],
+                s,
+                m,
+                float(tau.statistic),
+                float(tau.pvalue),
+                float(np.mean(np.abs(s - m) / m)),
+                float(np.max(np.abs(s - m) / m)),
+                devs.kind,
+            )
+        print("fidelity:")
+        print("  " + fid.summary().replace("\n", "\n  "))
+        report["steps"]["fidelity"] = {
+            "kendall_tau": fid.kendall_tau,
+            "p_value": fid.p_value,
+            "mean_relative_error": fid.mean_relative_error,
+            "max_relative_error": fid.max_relative_error,
+            "names": fid.names,
+            "simulated_s": fid.simulated.tolist(),
+            "measured_s": fid.measured.tolist(),
+            "caveat": fid.caveat,
+        }
+        failures += sum(e is not None for e in fid.errors)
+    total = time.perf_counter() - t_start
+    report["total_s"] = total
+    print(f"total {total:.1f} s; {'OK' if failures == 0 else f'{failures} failure(s)'}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=1, default=_json_default))
+    be.close()
+    return 0 if failures == 0 else 1
+
+
+def _nvml_line(mon: dict) -> str:
+    if not mon.get("available"):
+        return f"NVML: {mon.get('reason')}"
+    parts = []
+    for d in mon["devices"]:
+        u = d["utilization_gpu_pct"]
+        p = d["power_w"]
+        e = d["energy_j"]
+        nl = d["nvlink_tx_bytes"]
+        parts.append(
+            f"{d['device']}: util {u['mean']:.0f}%/{u['max']:.0f}%" if u else f"{d['device']}: util n/a"
+        )
+        parts[-1] += f", {p['mean']:.0f} W" if p else ", power n/a"
+        parts[-1] += f", {e:.2f} J" if e is not None else ""
+        parts[-1] += f", NVLink tx {nl / 1e6:.1f} MB" if nl is not None else ""
+    return "; ".join(parts)
+
+
+def _json_default(obj: object) -> object:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    return str(obj)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

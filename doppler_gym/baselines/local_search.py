@@ -1,0 +1,266 @@
+"""Local search over assignments, scored by the simulator in batches.
+
+Iterated local search with Metropolis acceptance (Kirkpatrick, Gelatt & Vecchi, "Optimization by
+simulated annealing", Science 220:671-680, 1983; Lourenco, Martin & Stuetzle, "Iterated local
+search", Handbook of Metaheuristics, 2003). Each iteration draws ``batch_size`` neighbours of the
+current assignment, scores them all with one :func:`~doppler_gym.sim.api.simulate_batch` call and
+moves to the best one (ties at random) if it is no worse, or else with probability
+``exp(-(worse - current) / (temperature * best))``. Moving on ties matters: many assignments share
+a makespan (only the ops on the critical chain of events count), so the search walks these
+plateaus instead of stopping on them. After ``patience`` iterations without a new best it restarts
+from the best with ``kick`` random moves.
+
+Moves, drawn with equal probability:
+    reassign: one op to another device;
+    swap: two ops exchange devices;
+    group: an op together with its inputs, or with its consumers, or the linear chain it lies on
+        (ops linked by edges whose producer has one consumer and consumer one input), to one device;
+    block: a run of 2..``block_max`` consecutive ops of ``topological_order`` to one device.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from doppler_gym.baselines.common import check_seed, finish, queue_priorities, resolve
+from doppler_gym.baselines.critical_path import critical_path
+from doppler_gym.baselines.heft import heft
+from doppler_gym.baselines.simple import round_robin
+from doppler_gym.baselines.types import Placement
+from doppler_gym.graph.analysis import topological_order
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.api import simulate, simulate_batch
+from doppler_gym.sim.bounds import makespan_lower_bound
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.types import Topology
+
+BOUND_RTOL = 1e-12  # a makespan within this relative distance of the lower bound is optimal
+
+
+def local_search(
+    graph: DataflowGraph,
+    topology: Topology | int,
+    config: SimConfig | None = None,
+    *,
+    seed: int = 0,
+    max_evals: int | None = None,
+    seconds: float | None = 10.0,
+    batch_size: int = 256,
+    starts: Sequence[Placement | np.ndarray] | None = None,
+    patience: int = 200,
+    kick: int = 5,
+    temperature: float = 0.004,
+    block_max: int = 8,
+) -> Placement:
+    """Improve the best of several start placements by batched local search (module docstring).
+
+    Args:
+        graph, topology, config: as for every baseline (``config=None``: the reference model for
+            paper graphs, ``SimConfig()`` otherwise).
+        seed: seeds the moves, the acceptance draws and the default critical-path start.
+        max_evals: stop after this many simulated neighbours (``None``: no limit).
+        seconds: stop after this much wall-clock time [s], start placements included (``None``:
+            no limit). Only ``max_evals`` gives the same result on every machine.
+        batch_size: neighbours scored per ``simulate_batch`` call.
+        starts: placements (or ``(n_ops,)`` assignments, taken with ``topological_order``) to
+            start from; default: :func:`critical_path`, :func:`heft` and :func:`round_robin`.
+            The best one is the start; under ``queue_order="priority"`` its order gives the
+            priorities of every candidate.
+        patience: iterations without a new best before a restart from the best.
+        kick: random moves applied to the best at a restart.
+        temperature: Metropolis temperature as a fraction of the best makespan.
+        block_max: longest block move (ops).
+
+    The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
+    where that bound holds: one stream per device and no jitter. With jitter each candidate is
+    scored on its own random draw (``simulate_batch``); the returned makespan is the usual
+    ``simulate`` of the best.
+
+    Returns:
+        A :class:`Placement` (``order`` = the start's order). ``info``: ``evals``,
+        ``iterations``, ``restarts``, ``start`` (name) and ``start_makespan``, ``stopped``
+        (``"lower_bound"``, ``"max_evals"``, ``"seconds"``, or ``"no_moves"`` with one device), ``seconds_to_best``,
+        ``evals_to_best`` and ``lower_bound``.
+
+    Raises:
+        ValueError: no budget (both ``max_evals`` and ``seconds`` ``None``) or a bad option.
+    """
+    started = time.perf_counter()
+    graph, topology, config = resolve(graph, topology, config, "local_search")
+    seed = check_seed(seed, "local_search")
+    _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
+    rng = np.random.default_rng(seed)
+    start, order = _best_start(graph, topology, config, starts, seed)
+    prio = queue_priorities(order, config)
+    n, d = graph.n_ops, topology.n_devices
+    bound = makespan_lower_bound(graph, topology, config)
+    target = bound * (1 + BOUND_RTOL) if config.streams == 1 and not config.has_jitter else -np.inf
+    moves = _Moves(graph, d, block_max, rng)
+
+    current, cost = start.assignment.copy(), start.makespan
+    best, best_cost = current.copy(), cost
+    evals = iterations = restarts = stall = 0
+    evals_to_best, seconds_to_best = 0, time.perf_counter() - started
+    stopped = "lower_bound"
+    while best_cost > target:
+        if max_evals is not None and evals >= max_evals:
+            stopped = "max_evals"
+            break
+        if seconds is not None and time.perf_counter() - started >= seconds:
+            stopped = "seconds"
+            break
+        if n == 0 or d == 1:
+            stopped = "no_moves"
+            break
+        size = batch_size if max_evals is None else min(batch_size, max_evals - evals)
+        batch = moves.neighbours(current, size)
+        scores = simulate_batch(graph, batch, topology, priorities=prio, config=config)
+        evals += size
+        iterations += 1
+        k = int(np.lexsort((rng.random(size), scores))[0])
+        stall += 1
+        if scores[k] < best_cost:
+            best, best_cost, stall = batch[k].copy(), float(scores[k]), 0
+            evals_to_best, seconds_to_best = evals, time.perf_counter() - started
+        if scores[k] <= cost or rng.random() < np.exp(-(scores[k] - cost) / (temperature * best_cost)):
+            current, cost = batch[k].copy(), float(scores[k])
+        if stall >= patience:
+            current = best.copy()
+            for _ in range(kick):
+                current = moves.neighbours(current, 1)[0]
+            cost = simulate(graph, current, topology, priorities=prio, config=config).makespan
+            evals += 1
+            restarts += 1
+            stall = 0
+    info = {
+        "seed": seed, "evals": evals, "iterations": iterations, "restarts": restarts, "start": start.name,
+        "start_makespan": start.makespan, "stopped": stopped, "evals_to_best": evals_to_best,
+        "seconds_to_best": seconds_to_best, "lower_bound": bound,
+    }
+    return finish("local_search", graph, topology, config, best, order, started, info)
+
+
+def _check_options(
+    max_evals: int | None, seconds: float | None, batch_size: int, patience: int, kick: int, temperature: float,
+    block_max: int,
+) -> None:
+    if max_evals is None and seconds is None:
+        raise ValueError("local_search: give a budget: max_evals (simulations) and/or seconds (wall clock)")
+    counts = (("max_evals", max_evals, 0), ("batch_size", batch_size, 1), ("patience", patience, 1), ("kick", kick, 0),
+              ("block_max", block_max, 2))
+    for label, value, low in counts:
+        if value is None and label == "max_evals":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"local_search: {label} must be an integer >= {low}, got {value!r}")
+    if seconds is not None and not (_is_number(seconds) and seconds >= 0):
+        raise ValueError(f"local_search: seconds must be a number >= 0 or None, got {seconds!r}")
+    if not (_is_number(temperature) and temperature > 0):
+        raise ValueError(f"local_search: temperature must be a positive fraction of the makespan, got {temperature!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _best_start(
+    graph: DataflowGraph,
+    topology: Topology,
+    config: SimConfig,
+    starts: Sequence[Placement | np.ndarray] | None,
+    seed: int,
+) -> tuple[Placement, np.ndarray]:
+    """The best start placement (re-simulated under ``config``) and its order."""
+    if starts is None:
+        candidates = [critical_path(graph, topology, config, seed=seed), heft(graph, topology, config),
+                      round_robin(graph, topology, config)]
+    elif len(starts) == 0:
+        raise ValueError("local_search: starts is empty; give at least one placement or leave it None")
+    else:
+        candidates = []
+        for i, s in enumerate(starts):
+            name, order = (s.name, s.order) if isinstance(s, Placement) else (f"starts[{i}]", topological_order(graph))
+            assignment = s.assignment if isinstance(s, Placement) else np.asarray(s)
+            if assignment.shape != (graph.n_ops,):
+                raise ValueError(
+                    f"local_search: starts[{i}] has shape {assignment.shape} but graph {graph.name!r} has "
+                    f"{graph.n_ops} ops; give one device per op"
+                )
+            candidates.append(
+                finish(name, graph, topology, config, assignment.astype(np.int64), order, time.perf_counter())
+            )
+    best = min(candidates, key=lambda p: p.makespan)
+    return best, best.order
+
+
+class _Moves:
+    """Draws neighbours of an assignment (see the module docstring for the move kinds)."""
+
+    def __init__(self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator) -> None:
+        self.n, self.d, self.rng = graph.n_ops, n_devices, rng
+        self.block_max = min(block_max, max(graph.n_ops, 2))
+        self.pos = np.empty(graph.n_ops, dtype=np.int64)
+        self.pos[topological_order(graph)] = np.arange(graph.n_ops)
+        groups = _groups(graph)
+        width = max((len(g) for g in groups), default=1)
+        self.groups = np.full((max(len(groups), 1), width), -1, dtype=np.int64)  # (G, width), -1 = padding
+        for i, g in enumerate(groups):
+            self.groups[i, : len(g)] = g
+        self.n_groups = len(groups)
+        self.kinds = np.array([0, 1, 2, 3] if groups else [0, 1, 3])  # the group move needs groups
+
+    def neighbours(self, x: np.ndarray, size: int) -> np.ndarray:
+        """``(size, n_ops) int64``: ``size`` random neighbours of ``x``."""
+        rng, n, d = self.rng, self.n, self.d
+        out = np.repeat(x[None, :], size, axis=0)
+        kind = self.kinds[rng.integers(0, self.kinds.size, size)]
+        rows = np.arange(size)
+        i, j = rng.integers(0, n, size), rng.integers(0, n, size)
+        dev = rng.integers(0, d, size)
+        r = rows[kind == 0]  # reassign to another device
+        out[r, i[r]] = (x[i[r]] + 1 + rng.integers(0, d - 1, r.size)) % d
+        r = rows[kind == 1]  # swap
+        out[r, i[r]], out[r, j[r]] = x[j[r]], x[i[r]]
+        r = rows[kind == 2]  # group
+        if r.size:
+            members = self.groups[rng.integers(0, self.n_groups, r.size)]  # (k, width)
+            keep = (members >= 0).ravel()
+            width = members.shape[1]
+            out[np.repeat(r, width)[keep], members.ravel()[keep]] = np.repeat(dev[r], width)[keep]
+        r = rows[kind == 3]  # block of consecutive ops in topological order
+        if r.size:
+            length = rng.integers(2, self.block_max + 1, r.size)
+            first = rng.integers(0, n, r.size)
+            inside = (self.pos[None, :] >= first[:, None]) & (self.pos[None, :] < (first + length)[:, None])
+            out[r] = np.where(inside, dev[r, None], out[r])
+        return out
+
+
+def _groups(graph: DataflowGraph) -> list[np.ndarray]:
+    """Op sets moved together: each op with its inputs, each op with its consumers, and each
+    linear chain; only sets of two ops or more, without duplicates."""
+    seen: set[tuple[int, ...]] = set()
+    out: list[np.ndarray] = []
+
+    def add(ops: np.ndarray) -> None:
+        key = tuple(sorted(set(ops.tolist())))
+        if len(key) >= 2 and key not in seen:
+            seen.add(key)
+            out.append(np.array(key, dtype=np.int64))
+
+    for v in range(graph.n_ops):
+        add(np.append(graph.predecessors(v), v))
+        add(np.append(graph.successors(v), v))
+    indeg, outdeg = graph.in_degree, graph.out_degree
+    for v in range(graph.n_ops):  # chains start where the link into v is not a one-to-one link
+        preds = graph.predecessors(v)
+        if preds.size == 1 and outdeg[preds[0]] == 1:
+            continue
+        chain = [v]
+        while outdeg[chain[-1]] == 1 and indeg[graph.successors(chain[-1])[0]] == 1:
+            chain.append(int(graph.successors(chain[-1])[0]))
+        add(np.array(chain))
+    return out

@@ -1,0 +1,180 @@
+"""``doppler eval GRAPH``: run the placement baselines on one graph and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from doppler_gym import baselines
+from doppler_gym.baselines.brute_force import MAX_ASSIGNMENTS, MAX_OPS, count_assignments
+from doppler_gym.baselines.types import Placement
+from doppler_gym.cli import common
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.api import simulate
+from doppler_gym.sim.bounds import makespan_lower_bound
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.types import Topology
+
+DEFAULT_BUDGET = 20.0  # [s] local search budget and CP-SAT time limit
+CP_SAT_MAX_OPS = 40  # cp_sat runs by default up to this many ops (it rarely proves optimality above)
+SEARCHES = ("local_search", "cp_sat")  # baselines that take the --budget-seconds
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "eval", help="compare the placement baselines on a graph",
+        description="Run placement baselines on one graph with the simulator; print makespans, ratios to "
+        "the lower bound and to the critical-path heuristic, and run times; write DIR/eval.json and the "
+        "best placement's Gantt chart DIR/gantt_best.png.",
+    )
+    common.add_graph_argument(p)
+    common.add_topology_arguments(p)
+    p.add_argument(
+        "--baselines", metavar="A,B,...",
+        help=f"comma-separated baselines among {', '.join(baselines.names())}; default: all, except "
+        f"brute_force above {MAX_OPS} ops (or {MAX_ASSIGNMENTS:,} assignments) and cp_sat above {CP_SAT_MAX_OPS} ops",
+    )
+    p.add_argument(
+        "--budget-seconds", type=float, default=DEFAULT_BUDGET, metavar="S",
+        help=f"wall-clock budget of local_search and time limit of cp_sat (default {DEFAULT_BUDGET:g})",
+    )
+    p.add_argument("--out", default="out/eval", metavar="DIR", help="output folder (default out/eval)")
+    common.add_sim_arguments(p)
+    p.set_defaults(func=run)
+
+
+def default_baselines(graph: DataflowGraph, topology: Topology, config: SimConfig) -> list[str]:
+    """Every baseline, less brute_force and cp_sat where the graph is too large for them."""
+    small = graph.n_ops <= MAX_OPS and count_assignments(graph, topology, config) <= MAX_ASSIGNMENTS
+    return [n for n in baselines.names()
+            if not (n == "brute_force" and not small) and not (n == "cp_sat" and graph.n_ops > CP_SAT_MAX_OPS)]
+
+
+def parse_baselines(text: str | None, graph: DataflowGraph, topology: Topology, config: SimConfig) -> list[str]:
+    """The baselines to run, in registry order (cheap heuristics first, so searches can start from them)."""
+    if text is None:
+        return default_baselines(graph, topology, config)
+    wanted = [t.strip().replace("-", "_") for t in text.split(",") if t.strip()]
+    if not wanted:
+        raise ValueError(f"--baselines is empty; give names among {', '.join(baselines.names())}")
+    for name in wanted:
+        baselines.get(name)  # a clear error for an unknown name
+    return [n for n in baselines.names() if n in wanted]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    if not args.budget_seconds > 0:
+        raise ValueError(f"--budget-seconds must be > 0, got {args.budget_seconds}")
+    started = time.perf_counter()
+    g = common.graph_from_args(args)
+    topo = common.topology_from_args(args)
+    config = common.config_from_args(args, g)
+    chosen = parse_baselines(args.baselines, g, topo, config)
+    bound = makespan_lower_bound(g, topo, config)
+    console = Console(width=max(Console().width, 120), highlight=False)
+
+    results: dict[str, Placement] = {}
+    for name in chosen:
+        opts: dict[str, object] = {}
+        if "seed" in baselines.options(name):
+            opts["seed"] = args.seed
+        if name == "local_search":
+            opts["seconds"] = args.budget_seconds
+            if results:  # start from the best placement found so far
+                opts["starts"] = list(results.values())
+        if name == "cp_sat":
+            opts["time_limit"] = args.budget_seconds
+        with console.status(f"{name} ...") if console.is_terminal else nullcontext():
+            try:
+                results[name] = baselines.run(name, g, topo, config, **opts)
+            except ImportError as exc:  # an optional solver is missing: say which
+                raise ValueError(f"baseline {name}: {exc}") from None
+    reference = results.get("critical_path") or baselines.critical_path(g, topo, config, seed=args.seed)
+
+    rows = [_row(p, bound, reference.makespan) for p in results.values()]
+    best = min(results.values(), key=lambda p: p.makespan)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "gantt_best.png"
+    from doppler_gym.sim.gantt import plot_gantt
+
+    trace = simulate(g, best.assignment, topo, priorities=best.priorities() if config.queue_order == "priority" else None,
+                     config=config)
+    plot_gantt(trace, g, png, title=f"{g.name} on {topo.name}: {best.name}", lower_bound=bound)
+
+    unit = config.time_unit
+    table = Table(title=f"{g.name} ({g.n_ops} ops, {g.n_edges} edges) on {topo.name} ({topo.n_devices} devices), "
+                  f"makespan in {common.unit_label(unit)}")
+    for label, justify in (("baseline", "left"), ("makespan", "right"), ("/ lower bound", "right"),
+                           ("/ critical path", "right"), ("seconds", "right"), ("note", "left")):
+        table.add_column(label, justify=justify, style="dim" if label == "note" else None)
+    for r in rows:
+        table.add_row(r["name"], f"{r['makespan']:.6g}", f"{r['ratio_to_lower_bound']:.3f}",
+                      f"{r['ratio_to_critical_path']:.3f}", f"{r['seconds']:.2f}", r["note"])
+    table.add_section()
+    table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / reference.makespan:.3f}", "", "max(critical path, work / D)")
+    console.print(table)
+
+    summary = {
+        "graph": g.name, "n_ops": g.n_ops, "n_edges": g.n_edges, "topology": topo.name, "n_devices": topo.n_devices,
+        "config": {k: getattr(config, k) for k in config.__dataclass_fields__}, "time_unit": unit,
+        "seed": args.seed, "budget_seconds": args.budget_seconds, "lower_bound": bound,
+        "critical_path_makespan": reference.makespan, "rows": rows,
+        "best": {"name": best.name, "makespan": best.makespan, "gantt": str(png)},
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    (out / "eval.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    console.print(f"best: {best.name}, makespan {common.fmt_time(best.makespan, unit)} "
+                  f"({best.makespan / bound:.3f} x lower bound)")
+    console.print(f"wrote {out / 'eval.json'} and {png} in {summary['seconds']:.1f} s")
+    return 0
+
+
+def _row(p: Placement, bound: float, reference: float) -> dict[str, object]:
+    return {
+        "name": p.name, "makespan": p.makespan,
+        "ratio_to_lower_bound": p.makespan / bound if bound > 0 else float("nan"),
+        "ratio_to_critical_path": p.makespan / reference if reference > 0 else float("nan"),
+        "seconds": p.seconds, "note": _note(p), "info": _jsonable(p.info),
+        "assignment": p.assignment.tolist(), "order": p.order.tolist(),
+    }
+
+
+def _note(p: Placement) -> str:
+    """A short summary of a placement's info for the table."""
+    i = p.info
+    if "plan_makespan" in i:
+        return f"plan makespan {i['plan_makespan']:.6g}"
+    if "evals" in i:
+        return f"{i['evals']:,} evaluations, from {i['start']} ({i['start_makespan']:.6g}), stopped: {i['stopped']}"
+    if "status" in i:
+        return f"{i['status']}: schedule {i['objective']:.6g}, solver bound {i['bound']:.6g}"
+    if "assignments" in i:
+        return f"optimum of {i['assignments']:,} assignments"
+    if "edge_cut" in i:
+        return f"edge cut {i['edge_cut']:,} (scaled)"
+    if "estimated_makespan" in i:
+        return f"seed {i['seed']}, estimate {i['estimated_makespan']:.6g}"
+    return f"seed {i['seed']}" if "seed" in i else ""
+
+
+def _jsonable(value: object) -> object:
+    """``value`` with numpy scalars and arrays turned into plain Python (for json.dumps)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+

@@ -1,0 +1,63 @@
+"""Gymnasium environments: DOPPLER's placement MDP on the simulator (and, later, real devices).
+
+===========================  ==========================================  ============================
+id                           class                                       decision
+===========================  ==========================================  ============================
+``Doppler-Sim-v0``           :class:`~.placement.PlacementEnv`            SEL an op, then PLC its device
+``Doppler-SimAssign-v0``     :class:`~.assign.AssignEnv`                  the whole assignment at once
+===========================  ==========================================  ============================
+
+Wrappers: :class:`~.wrappers.PlaceOnly` (the agent only places) and :class:`~.wrappers.SelectOnly`
+(the agent only orders). Rewards: :mod:`~.rewards`; backends: :mod:`~.backend`; the observation
+layout: :mod:`~.observation`.
+
+The ids are registered when ``doppler_gym`` is imported (:mod:`~.registration`). The classes
+load lazily, so ``import doppler_gym`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from doppler_gym.envs.registration import ENV_IDS
+
+_LAZY = {
+    "PlacementEnv": "doppler_gym.envs.placement",
+    "AssignEnv": "doppler_gym.envs.assign",
+    "PlaceOnly": "doppler_gym.envs.wrappers",
+    "SelectOnly": "doppler_gym.envs.wrappers",
+    "Backend": "doppler_gym.envs.backend",
+    "SimBackend": "doppler_gym.envs.backend",
+    "Reward": "doppler_gym.envs.rewards",
+    "SparseReward": "doppler_gym.envs.rewards",
+    "MakespanReward": "doppler_gym.envs.rewards",
+    "ImprovementReward": "doppler_gym.envs.rewards",
+    "ShapedReward": "doppler_gym.envs.rewards",
+    "make_reward": "doppler_gym.envs.rewards",
+    "reward_names": "doppler_gym.envs.rewards",
+    "register_reward": "doppler_gym.envs.rewards",
+    "ObservationBuilder": "doppler_gym.envs.observation",
+    "GraphContext": "doppler_gym.envs.context",
+    "graph_id": "doppler_gym.envs.context",
+}
+
+
+__all__ = [
+    "ENV_IDS", "AssignEnv", "Backend", "GraphContext", "ImprovementReward", "MakespanReward",
+    "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward", "SimBackend",
+    "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'doppler_gym.envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,215 @@
+"""``Doppler-SimAssign-v0``: place the whole graph in one step (a contextual bandit)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from doppler_gym.envs.backend import Backend, as_backend
+from doppler_gym.envs.context import N_DEVICE_STATIC, GraphContext, Instances, check_render_mode
+from doppler_gym.envs.observation import static_observation, static_spaces
+from doppler_gym.envs.rewards import Reward, make_reward
+from doppler_gym.graph.analysis import topological_order
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.trace import Trace
+from doppler_gym.topology.types import Topology
+
+
+class AssignEnv(gym.Env):
+    """Assign every op of a dataflow graph to a device in a single action.
+
+    ## Description
+
+    The one-shot counterpart of :class:`~doppler_gym.envs.placement.PlacementEnv`
+    (``Doppler-Sim-v0``): the agent sees the static graph and answers with a whole assignment; the
+    backend runs it and the episode ends. Suited to bandit-style methods and to policies that
+    decode all ops at once (e.g. GDP).
+
+    ## Action Space
+
+    ``MultiDiscrete([max_devices] * max_ops)``: entry ``v`` is the device of op ``v``. Entries of
+    padding ops (``v >= n_ops``) are ignored. A device ``>= n_devices`` (possible when the
+    topology has fewer devices than ``max_devices``) is taken **modulo** ``n_devices``, so every
+    action in the space is a valid assignment; ``info["remapped"]`` counts such entries.
+    :meth:`action_masks` (flattened, ``max_ops * max_devices``, for MaskablePPO) allows only
+    devices ``< n_devices`` for real ops and only device 0 for padding ops.
+
+    ## Observation Space
+
+    The static part of ``Doppler-Sim-v0``'s observation (``op_features``, ``edge_index``,
+    ``edge_attr``, ``n_ops``, ``n_edges``, ``n_devices``, ``graph_id``; see
+    :mod:`doppler_gym.envs.observation`) plus ``device_static`` ``(max_devices, 2) float32``:
+    each device's speed / fastest speed and memory / largest memory (zeros for padding).
+
+    ## Rewards
+
+    The same reward classes as ``Doppler-Sim-v0`` (:mod:`doppler_gym.envs.rewards`), evaluated
+    once: default ``-makespan / reference_makespan``. ``"shaped"`` equals ``"sparse"`` here (there
+    are no intermediate states).
+
+    ## Starting State
+
+    A graph (and topology) from the configured source, as in ``Doppler-Sim-v0``.
+
+    ## Episode End
+
+    Always after one step (terminated). ``info``: ``makespan``, ``assignment``, ``order``,
+    ``reference_makespan``, ``lower_bound``, ``backend``, ``graph_id``, ``graph_name``,
+    ``time_unit``, ``remapped``. ``order`` is the ops by decreasing b-level (ties in topological
+    order), which is a topological order; it is passed to the backend as priorities (position in
+    the order), used when ``sim_config.queue_order == "priority"``.
+
+    ## Arguments
+
+    ``graph``, ``topology``, ``sim_config``, ``reward``, ``max_ops``, ``max_edges``,
+    ``max_devices``, ``backend``, ``render_mode``: as in
+    :meth:`PlacementEnv.default_config <doppler_gym.envs.placement.PlacementEnv.default_config>`.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
+
+    def __init__(
+        self,
+        graph: object = "paper/ffnn",
+        topology: object = 4,
+        sim_config: SimConfig | None = None,
+        reward: str | Reward = "sparse",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        max_devices: int | None = None,
+        backend: Backend | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        check_render_mode(render_mode, self.metadata["render_modes"])
+        self.render_mode = render_mode
+        self.reward = make_reward(reward)
+        self.backend = as_backend(backend)
+        self._instances = Instances(graph, topology, sim_config, max_ops, max_edges, max_devices)
+        self.max_ops = self._instances.max_ops
+        self.max_edges = self._instances.max_edges
+        self.max_devices = self._instances.max_devices
+        obs_spaces = static_spaces(self.max_ops, self.max_edges, self.max_devices)
+        obs_spaces["device_static"] = spaces.Box(0.0, 1.0, (self.max_devices, N_DEVICE_STATIC), np.float32)
+        self.observation_space = spaces.Dict(obs_spaces)
+        self.action_space = spaces.MultiDiscrete(np.full(self.max_ops, self.max_devices, dtype=np.int64))
+        # per context: padded static observation and the b-level order (contexts are memoised)
+        self._static: weakref.WeakKeyDictionary[GraphContext, tuple[dict, np.ndarray]]
+        self._static = weakref.WeakKeyDictionary()
+        self.graph: DataflowGraph | None = None
+        self.topology: Topology | None = None
+        self.sim_config: SimConfig | None = None
+        self.trace: Trace | None = None
+        self._ctx: GraphContext | None = None
+        self._obs: dict[str, np.ndarray] = {}
+        self._order = np.zeros(0, np.int64)
+        self._done = True
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        """Draw this episode's instance; ``options`` may fix ``graph`` and/or ``topology``."""
+        super().reset(seed=seed)
+        ctx = self._instances.sample(self.np_random, options)
+        graph, topology, config = ctx.graph, ctx.topology, ctx.config
+        entry = self._static.get(ctx)
+        if entry is None:
+            obs = static_observation(ctx, self.max_ops, self.max_edges)
+            dev = np.zeros((self.max_devices, N_DEVICE_STATIC), np.float32)
+            dev[: ctx.n_devices] = ctx.device_static
+            dev.setflags(write=False)
+            obs["device_static"] = dev
+            topo = topological_order(graph)
+            rank = np.empty(graph.n_ops, np.int64)
+            rank[topo] = np.arange(graph.n_ops)
+            order = np.lexsort((rank, -ctx.b_level)).astype(np.int64)
+            order.setflags(write=False)
+            entry = (obs, order)
+            self._static[ctx] = entry
+        self._ctx = ctx
+        self._obs, self._order = entry
+        self.graph, self.topology, self.sim_config = graph, topology, config
+        self.trace = None
+        self._done = False
+        info = {
+            "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
+            "reference_makespan": self._ctx.reference_makespan, "lower_bound": self._ctx.lower_bound,
+        }
+        return self._observation(), info
+
+    def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
+        if self._done:
+            raise RuntimeError("AssignEnv.step: the episode has ended (or never started); call reset()")
+        ctx = self._ctx
+        arr = np.asarray(action)
+        if arr.shape != (self.max_ops,) or arr.dtype.kind not in "iu":
+            raise ValueError(
+                f"action must be an integer array of shape ({self.max_ops},) (one device per op, padding "
+                f"entries ignored), got {arr.dtype} array of shape {arr.shape}"
+            )
+        devices = arr[: ctx.n_ops].astype(np.int64)
+        if devices.size and (devices.min() < 0 or devices.max() >= self.max_devices):
+            bad = int(np.flatnonzero((devices < 0) | (devices >= self.max_devices))[0])
+            raise ValueError(f"action[{bad}] = {devices[bad]} is outside [0, max_devices={self.max_devices})")
+        remapped = int((devices >= ctx.n_devices).sum())
+        if remapped:
+            devices %= ctx.n_devices
+        order = self._order.copy()
+        priorities = np.empty(ctx.n_ops, np.float64)
+        priorities[order] = np.arange(ctx.n_ops, dtype=np.float64)
+        self.trace = self.backend.execute(ctx.graph, ctx.topology, devices, priorities, ctx.config)
+        self._done = True
+        makespan = float(self.trace.makespan)
+        info = {
+            "makespan": makespan,
+            "assignment": devices,
+            "order": order,
+            "reference_makespan": ctx.reference_makespan,
+            "lower_bound": ctx.lower_bound,
+            "backend": self.backend.name,
+            "graph_id": ctx.graph_id,
+            "graph_name": ctx.graph.name,
+            "time_unit": self.trace.time_unit,
+            "remapped": remapped,
+        }
+        ref = ctx.reference_makespan or 1.0  # 0 only for a graph without any cost
+        reward = float(self.reward.final(0.0, makespan, ref))
+        return self._observation(), reward, True, False, info
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        """Fresh copies of the static arrays (callers may keep and modify them)."""
+        return {k: v.copy() for k, v in self._obs.items()}
+
+    def action_masks(self) -> np.ndarray:
+        """``(max_ops * max_devices,) int8``: per op (row-major), the allowed devices."""
+        mask = np.zeros((self.max_ops, self.max_devices), np.int8)
+        if self._ctx is not None:
+            mask[: self._ctx.n_ops, : self._ctx.n_devices] = 1
+            mask[self._ctx.n_ops :, 0] = 1
+        else:
+            mask[:, 0] = 1
+        return mask.reshape(-1)
+
+    @property
+    def context(self) -> GraphContext | None:
+        """Static data of the current episode's instance."""
+        return self._ctx
+
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: a text summary; ``"rgb_array"``: a Gantt chart of the last trace."""
+        if self.render_mode is None:
+            gym.logger.warn("AssignEnv.render() without a render_mode; use render_mode='ansi' or 'rgb_array'")
+            return None
+        from doppler_gym.envs import render as _render
+
+        if self._ctx is None:
+            raise RuntimeError("AssignEnv.render: no episode yet; call reset() first")
+        if self.render_mode == "ansi":
+            return _render.render_assign_ansi(self._ctx, self.trace)
+        return _render.render_trace_rgb_array(self._ctx, self.trace)

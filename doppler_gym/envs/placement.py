@@ -1,0 +1,430 @@
+"""``Doppler-Sim-v0``: DOPPLER's two-phase placement MDP (SEL an op, then PLC its device)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from doppler_gym.envs.backend import Backend, as_backend
+from doppler_gym.envs.context import GraphContext, Instances, check_render_mode
+from doppler_gym.envs.observation import PLC, SEL, ObservationBuilder
+from doppler_gym.envs.rewards import Reward, make_reward
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.trace import Trace
+from doppler_gym.topology.types import Topology
+
+INVALID_ACTION_MODES = ("penalize", "raise")
+_PLACED_ROW = np.array([1.0, 0.0, 0.0], np.float32)  # op_state row of a placed op
+_TIE_RTOL = 1e-9  # relative tolerance of the teacher's ties (b-levels, earliest starts)
+
+
+class PlacementEnv(gym.Env):
+    """Place the ops of a dataflow graph on devices, one op at a time, in DOPPLER's two phases.
+
+    ## Description
+
+    A dataflow graph (a DAG of ops with compute costs and output sizes) runs on a set of devices
+    under a work-conserving runtime; the goal is an assignment of ops to devices with a small
+    makespan. As in DOPPLER (Yao et al., ICLR 2026), each op takes two decisions: **SEL** picks a
+    *ready* op (all its predecessors placed, itself not placed), then **PLC** picks its device.
+    The SEL order also drives an estimated schedule (each op starts at its earliest start on its
+    device, :class:`~doppler_gym.sim.estimate.EstimatedSchedule` with ``time_model="fixed"``) from
+    which the device features are read. When every op is placed, the backend (the simulator by
+    default) runs the assignment, with the SEL order as priorities when the runtime model uses
+    priorities, and the makespan decides the reward.
+
+    ## Action Space
+
+    ``Discrete(max_ops + max_devices)``. In the SEL phase a valid action is the id ``v`` of a
+    ready op (``v < n_ops``); in the PLC phase it is ``max_ops + d`` for a device ``d < n_devices``.
+    :meth:`action_masks` (the method sb3-contrib's MaskablePPO calls) and ``obs["action_mask"]``
+    give the valid actions. An invalid action leaves the state unchanged and, with
+    ``invalid_action="penalize"``, is rewarded ``invalid_penalty`` and flagged
+    ``info["invalid_action"] = True``; ``max_invalid_streak`` of them in a row truncate the episode.
+    With ``invalid_action="raise"`` it raises ``ValueError`` listing the valid actions.
+
+    ## Observation Space
+
+    A ``Dict`` of fixed-shape ``Box`` arrays padded to ``max_ops``/``max_edges``/``max_devices``
+    (see :mod:`doppler_gym.envs.observation` for the full table): static op features (compute,
+    b-level, t-level, input and output transfer, as times under the sim config divided once per
+    graph by its compute-only critical path), dynamic op flags (placed, ready, selected) and
+    devices, the edge list with transfer times, counts, the selected op's device features (PLC
+    phase), ``phase``, ``selected_op``, ``graph_id`` and ``action_mask``. Observations are safe to
+    keep (``copy_obs=True``, the default).
+
+    ## Rewards
+
+    Chosen by ``reward`` (:mod:`doppler_gym.envs.rewards`). The default ``"sparse"`` gives
+    ``-makespan / reference_makespan`` on the final step and 0 before, where the reference is the
+    critical-path heuristic's simulated makespan on the same graph, topology and config (so about
+    -1 for the heuristic, above -1 when better). ``"makespan"``, ``"improvement"`` and the
+    potential-based ``"shaped"`` reward are the alternatives. Invalid actions get
+    ``invalid_penalty`` (default -0.01).
+
+    ## Starting State
+
+    A graph (and topology) from the configured source (fixed, drawn from a sequence, or generated
+    with the env's ``np_random``), nothing placed, SEL phase: the ready ops are the graph's sources.
+
+    ## Episode End
+
+    Terminates after ``2 * n_ops`` valid steps, when the last op is placed; ``info`` then holds
+    ``makespan``, ``assignment`` (``(n_ops,) int64``), ``order`` (the SEL order, ``(n_ops,) int64``),
+    ``reference_makespan``, ``lower_bound`` (:func:`~doppler_gym.sim.makespan_lower_bound`),
+    ``estimated_makespan``, ``backend`` (``"sim"``), ``graph_id``, ``graph_name`` and ``time_unit``;
+    every time is in the simulator's reported unit (``trace.time_unit``). Truncates after
+    ``max_invalid_streak`` consecutive invalid actions (penalize mode).
+
+    ## Arguments
+
+    ```python
+    gym.make("Doppler-Sim-v0", graph="paper/ffnn", topology=4)
+    ```
+
+    See :meth:`default_config` for every keyword, its default and its unit.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    @staticmethod
+    def default_config() -> dict[str, Any]:
+        """The keyword arguments of the constructor and their defaults.
+
+        - ``graph``: a :class:`DataflowGraph`, a paper graph name (``"paper/ffnn"``), a workload
+          name (``"ffnn"``), a ``.txt``/``.json`` path, a sequence of those (one drawn uniformly
+          per reset), a callable ``rng -> graph`` called per reset with the env's ``np_random``
+          (multi-graph training), or an iterator of graphs (``next`` per reset).
+        - ``topology``: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``), a device
+          count (``Topology.uniform(n)``), or a sequence/callable/iterator of those.
+        - ``sim_config``: the runtime model; ``None`` = ``SimConfig.reference()`` for paper
+          graphs (``units == "paper"``) and ``SimConfig()`` otherwise, decided per episode.
+        - ``reward``: a name from :func:`~doppler_gym.envs.rewards.reward_names` or a ``Reward``.
+        - ``max_ops``, ``max_edges``, ``max_devices``: padding sizes [count]; default: the largest
+          of the known graphs/topologies; required for generated ones.
+        - ``invalid_action``: ``"penalize"`` or ``"raise"``.
+        - ``invalid_penalty``: reward of an invalid action (penalize mode) [same scale as the
+          sparse reward, about -1 per episode].
+        - ``max_invalid_streak``: consecutive invalid actions that truncate the episode [steps].
+        - ``backend``: a :class:`~doppler_gym.envs.backend.Backend`; ``None`` = ``SimBackend()``.
+        - ``copy_obs``: return copies of the dynamic observation arrays (safe to keep); ``False``
+          returns the live arrays (valid until the next step; SB3 vector envs copy them anyway).
+        - ``render_mode``: ``None``, ``"ansi"`` or ``"rgb_array"``.
+        """
+        return {
+            "graph": "paper/ffnn",
+            "topology": 4,
+            "sim_config": None,
+            "reward": "sparse",
+            "max_ops": None,
+            "max_edges": None,
+            "max_devices": None,
+            "invalid_action": "penalize",
+            "invalid_penalty": -0.01,
+            "max_invalid_streak": 100,
+            "backend": None,
+            "copy_obs": True,
+            "render_mode": None,
+        }
+
+    def __init__(
+        self,
+        graph: object = "paper/ffnn",
+        topology: object = 4,
+        sim_config: SimConfig | None = None,
+        reward: str | Reward = "sparse",
+        max_ops: int | None = None,
+        max_edges: int | None = None,
+        max_devices: int | None = None,
+        invalid_action: str = "penalize",
+        invalid_penalty: float = -0.01,
+        max_invalid_streak: int = 100,
+        backend: Backend | None = None,
+        copy_obs: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        check_render_mode(render_mode, self.metadata["render_modes"])
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        if not isinstance(invalid_penalty, (int, float, np.floating)) or not np.isfinite(invalid_penalty):
+            raise ValueError(f"invalid_penalty must be a finite number, got {invalid_penalty!r}")
+        streak = max_invalid_streak
+        if isinstance(streak, bool) or not isinstance(streak, (int, np.integer)) or streak < 1:
+            raise ValueError(f"max_invalid_streak must be an integer >= 1, got {streak!r}")
+        self.render_mode = render_mode
+        self.reward = make_reward(reward)
+        self.backend = as_backend(backend)
+        self.invalid_action = invalid_action
+        self.invalid_penalty = float(invalid_penalty)
+        self.max_invalid_streak = int(streak)
+        self._instances = Instances(graph, topology, sim_config, max_ops, max_edges, max_devices)
+        self.max_ops = self._instances.max_ops
+        self.max_edges = self._instances.max_edges
+        self.max_devices = self._instances.max_devices
+        n, d = self.max_ops, self.max_devices
+        self._obs = ObservationBuilder(n, self.max_edges, d, copy=copy_obs)
+        self.observation_space = self._obs.space
+        self.action_space = spaces.Discrete(n + d)
+        # episode state (set by reset)
+        self.graph: DataflowGraph | None = None
+        self.topology: Topology | None = None
+        self.sim_config: SimConfig | None = None
+        self.trace: Trace | None = None  # the backend's trace of the last finished episode
+        self._ctx: GraphContext | None = None
+        self._es: EstimatedSchedule | None = None
+        self._es_ctx: GraphContext | None = None  # the context self._es was built for
+        self._ready = np.zeros(n, np.int8)  # (max_ops,) 1 = ready op (the SEL mask)
+        self._waiting: list[int] = []  # unplaced inputs of each op
+        self._order = np.zeros(0, np.int64)
+        self._n_placed = 0
+        self._phase = SEL
+        self._selected = -1
+        self._est = np.zeros(d)  # earliest start of the selected op on each device [internal time]
+        self._est_makespan = 0.0  # estimated makespan of the placement so far [reported unit]
+        self._invalid_streak = 0
+        self._done = True
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        """Start an episode. ``options`` may fix this episode's ``graph`` and/or ``topology``
+        (same forms as the constructor's single-instance arguments)."""
+        super().reset(seed=seed)
+        self._start(self._instances.sample(self.np_random, options))
+        graph = self._ctx.graph
+        info = {
+            "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
+            "reference_makespan": self._ctx.reference_makespan, "lower_bound": self._ctx.lower_bound,
+        }
+        return self._obs.observation(), info
+
+    def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
+        if self._done:
+            raise RuntimeError("PlacementEnv.step: the episode has ended (or never started); call reset()")
+        a = _as_index(action)
+        ctx = self._ctx
+        ref = ctx.reference_makespan or 1.0  # 0 only for a graph without any cost
+        if self._phase == SEL:
+            if not (0 <= a < ctx.n_ops and self._ready[a]):
+                return self._invalid(a)
+            self._select(a)
+            reward = self.reward.step(self._est_makespan, self._est_makespan, ref)
+            self._invalid_streak = 0
+            return self._obs.observation(), float(reward), False, False, {}
+        d = a - self.max_ops
+        if not 0 <= d < ctx.n_devices:
+            return self._invalid(a)
+        self._invalid_streak = 0
+        before = self._est_makespan
+        self._place(d)
+        if self._n_placed < ctx.n_ops:
+            reward = self.reward.step(before, self._est_makespan, ref)
+            return self._obs.observation(), float(reward), False, False, {}
+        info = self._finish()
+        reward = self.reward.final(before, info["makespan"], ref)
+        return self._obs.observation(), float(reward), True, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """``(max_ops + max_devices,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
+        return self._obs.action_mask.copy()
+
+    def teacher_mask(self) -> np.ndarray:
+        """``(max_ops + max_devices,) int8`` mask of the critical-path teacher's action(s) now.
+
+        SEL: the ready ops of maximal b-level; PLC: the devices where the selected op could start
+        earliest (the estimated schedule). Ties (relative 1e-9) are all marked. All zeros once
+        the episode has ended.
+        """
+        mask = np.zeros(self.max_ops + self.max_devices, np.int8)
+        if self._done:
+            return mask
+        if self._phase == SEL:
+            ready = np.flatnonzero(self._ready)
+            level = self._ctx.b_level[ready]
+            best = level.max()
+            mask[ready[level >= best - _TIE_RTOL * abs(best)]] = 1
+        else:
+            est = self._est
+            best = est.min()
+            mask[self.max_ops + np.flatnonzero(est <= best + _TIE_RTOL * abs(best))] = 1
+        return mask
+
+    def render(self) -> str | np.ndarray | None:
+        """``"ansi"``: a text summary; ``"rgb_array"``: a Gantt chart of the final trace (of the
+        estimated schedule of the ops placed so far before the end)."""
+        if self.render_mode is None:
+            gym.logger.warn("PlacementEnv.render() without a render_mode; use render_mode='ansi'/'rgb_array'")
+            return None
+        from doppler_gym.envs import render as _render
+
+        if self.render_mode == "ansi":
+            return _render.render_ansi(self)
+        return _render.render_rgb_array(self)
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def context(self) -> GraphContext | None:
+        """Static data of the current episode's instance."""
+        return self._ctx
+
+    @property
+    def phase(self) -> int:
+        """0 (SEL) or 1 (PLC)."""
+        return self._phase
+
+    @property
+    def selected_op(self) -> int:
+        """The op being placed (PLC phase), -1 in the SEL phase."""
+        return self._selected
+
+    @property
+    def estimate(self) -> EstimatedSchedule | None:
+        """The estimated schedule of the ops placed so far (do not modify)."""
+        return self._es
+
+    @property
+    def order(self) -> np.ndarray:
+        """``(k,) int64`` the ops placed so far, in SEL order."""
+        return self._order[: self._n_placed].copy()
+
+    @property
+    def estimated_makespan(self) -> float:
+        """Estimated makespan of the placement so far [reported unit]."""
+        return self._est_makespan
+
+    @property
+    def episode_over(self) -> bool:
+        """Whether the episode has ended (terminated or truncated) or not started."""
+        return self._done
+
+    # ------------------------------------------------------------------ internals
+    def _start(self, ctx: GraphContext) -> None:
+        self._ctx = ctx
+        self.graph, self.topology, self.sim_config = ctx.graph, ctx.topology, ctx.config
+        if self._es is not None and self._es_ctx is ctx:
+            self._es.reset()
+        else:
+            self._es = EstimatedSchedule(ctx.graph, ctx.topology, ctx.config, time_model="fixed")
+            self._es_ctx = ctx
+        n = ctx.n_ops
+        self._waiting = ctx.in_degree.tolist()
+        self._ready.fill(0)
+        self._ready[:n] = ctx.in_degree == 0
+        self._order = np.zeros(n, np.int64)
+        self._n_placed = 0
+        self._phase, self._selected = SEL, -1
+        self._est = np.zeros(ctx.n_devices)
+        self._est_makespan = 0.0
+        self._invalid_streak = 0
+        self._done = False
+        self.trace = None
+        ob = self._obs
+        ob.set_context(ctx)
+        ob.op_state[:, 1] = self._ready
+        ob.action_mask[: self.max_ops] = self._ready
+
+    def _select(self, v: int) -> None:
+        ctx, ob = self._ctx, self._obs
+        self._selected, self._phase = v, PLC
+        ob.op_state[v, 2] = 1.0
+        ob.selected_op[0] = v
+        ob.phase[0] = PLC
+        feats = self._es.device_features(v)  # (D, 5) [internal time]
+        self._est = feats[:, 4]
+        d = ctx.n_devices
+        ob.device_features[:d, :5] = feats * (1.0 / ctx.scale)
+        ob.device_features[:d, 5:] = ctx.device_static
+        mask = ob.action_mask
+        mask[: self.max_ops] = 0
+        mask[self.max_ops : self.max_ops + d] = 1
+
+    def _place(self, d: int) -> None:
+        ctx, ob, v = self._ctx, self._obs, self._selected
+        self._es.place(v, d, self._est)
+        self._est_makespan = float(self._es.makespan) / ctx.time_divisor
+        self._order[self._n_placed] = v
+        self._n_placed += 1
+        ob.op_state[v] = _PLACED_ROW
+        ob.op_device[v] = d
+        ready, waiting, op_state = self._ready, self._waiting, ob.op_state
+        ready[v] = 0
+        for s in ctx.succ[v]:
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                ready[s] = 1
+                op_state[s, 1] = 1.0
+        self._selected, self._phase = -1, SEL
+        ob.selected_op[0] = -1
+        ob.phase[0] = SEL
+        ob.device_features.fill(0.0)
+        mask = ob.action_mask
+        mask[: self.max_ops] = ready
+        mask[self.max_ops :] = 0
+
+    def _finish(self) -> dict[str, Any]:
+        ctx = self._ctx
+        n = ctx.n_ops
+        assignment = self._es.device.copy()
+        order = self._order.copy()
+        priorities = np.empty(n, np.float64)
+        priorities[order] = np.arange(n, dtype=np.float64)
+        self.trace = self.backend.execute(ctx.graph, ctx.topology, assignment, priorities, ctx.config)
+        self._done = True
+        info = {
+            "makespan": float(self.trace.makespan),
+            "assignment": assignment,
+            "order": order,
+            "reference_makespan": ctx.reference_makespan,
+            "lower_bound": ctx.lower_bound,
+            "estimated_makespan": self._est_makespan,
+            "backend": self.backend.name,
+            "graph_id": ctx.graph_id,
+            "graph_name": ctx.graph.name,
+            "time_unit": self.trace.time_unit,
+        }
+        return info
+
+    def _invalid(self, a: int) -> tuple[dict, float, bool, bool, dict]:
+        if self.invalid_action == "raise":
+            raise ValueError(self._invalid_message(a))
+        self._invalid_streak += 1
+        truncated = self._invalid_streak >= self.max_invalid_streak
+        if truncated:
+            self._done = True
+        info = {"invalid_action": True, "invalid_streak": self._invalid_streak}
+        return self._obs.observation(), self.invalid_penalty, False, truncated, info
+
+    def _invalid_message(self, a: int) -> str:
+        valid = np.flatnonzero(self._obs.action_mask)
+        shown = ", ".join(str(int(x)) for x in valid[:20]) + (", ..." if valid.size > 20 else "")
+        if self._phase == SEL:
+            return (
+                f"SEL phase: action {a} is not a ready op; valid actions are the ready op ids "
+                f"[{shown}] (ops whose inputs are all placed)"
+            )
+        return (
+            f"PLC phase (placing op {self._selected}): action {a} is not a device action; valid actions are "
+            f"max_ops + d = {self.max_ops} + d for devices d < {self._ctx.n_devices}: [{shown}]"
+        )
+
+
+def _as_index(action: object) -> int:
+    """An action as a Python int (ints, numpy integers, one-element integer arrays)."""
+    try:
+        return operator.index(action)
+    except TypeError:
+        arr = np.asarray(action)
+        if arr.size == 1 and arr.dtype.kind in "iu":
+            return int(arr.reshape(-1)[0])
+        raise TypeError(
+            f"action must be an integer (an op id in SEL, max_ops + device in PLC), got {action!r:.60}"
+        ) from None

@@ -1,0 +1,500 @@
+"""``RealBackend``: runs a placed graph for real with PyTorch, the simulator's Backend protocol.
+
+>>> import doppler_gym as dg, envs_real
+>>> g = dg.workloads.make("ffnn", batch=64, d_in=64, hidden=64, layers=2, blocks=2)
+>>> be = envs_real.RealBackend("cpu:2", repeats=3, warmup=1)
+>>> tr = be.execute(g, dg.Topology.uniform(2), assignment, priorities, dg.SimConfig())
+>>> tr.makespan, be.last_report.makespans          # median [s], each measured run [s]
+
+Per call of :meth:`RealBackend.execute`:
+
+1. The graph's kernels are materialised (:mod:`envs_real.materialize`; cached per graph): spec'd
+   ops run their torch op, cost-only ops run synthetic matmuls sized by their costs.
+2. Every op's external operands are put on its device (outside the timed region, like weights
+   resident on their GPU).
+3. ``warmup`` unmeasured runs, then ``repeats`` measured runs, each a fresh work-conserving
+   execution (:mod:`envs_real.executor_cpu` with worker threads, or :mod:`envs_real.executor_cuda`
+   with streams and events) in the queue order of the sim config (``"fifo"``: ready order,
+   ``"priority"``: the ``priorities`` argument), with ``config.streams`` lanes per device.
+4. The trace's makespan is the **median** of the measured runs; its per-op start/end (and edge
+   times) are those of the measured run closest to the median. Times are seconds from the run's
+   start, divided by ``config.time_divisor`` when ``config.cost_model == "topology"`` (so they are
+   in the sim config's ``time_unit``); under ``cost_model="raw"`` they stay in seconds (``"s"``),
+   which is not the unit of raw-cost simulations: calibrate (:func:`envs_real.calibrate`) to get
+   a graph and topology whose simulations are in seconds.
+
+The returned :class:`RealTrace` is a :class:`~doppler_gym.sim.trace.Trace` with a ``report``
+(:class:`RunReport`: per-run makespans, devices, NVML figures, notes) and an ``error``.
+``backend.last_report`` holds the same report.
+
+Failures (an op raising, out of memory, a run past ``timeout_s``): the run stops, every tensor
+of the call is dropped (and the CUDA cache emptied), and either a :class:`RealExecutionError` is
+raised (``on_error="raise"``) or a trace with ``makespan = failure_makespan`` (default ``inf``),
+NaN times for ops that never ran and ``error`` set is returned (``on_error="info"``, the default).
+
+**CPU timings are not GPU timings**: on the CPU path devices are worker threads that share the
+machine's cores; use it for correctness and ordering (see :mod:`envs_real.executor_cpu`).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.trace import Trace
+from doppler_gym.topology.types import Topology
+from envs_real.devices import DeviceSet, parse_devices
+from envs_real.materialize import Materialized, external_tensors, materialize, workload_externals
+from envs_real.monitor import DEFAULT_INTERVAL_S, NvmlMonitor, unavailable
+from envs_real.plan import PlacedGraph, RunResult, classify_error
+
+ON_ERROR = ("info", "raise")
+CPU_TIMING_NOTE = (
+    "CPU path: devices are worker threads sharing this machine's cores; CPU timings are not GPU timings"
+)
+
+
+class RealExecutionError(RuntimeError):
+    """A real run failed (``on_error="raise"``); ``report`` says what, where and which kind."""
+
+    def __init__(self, message: str, report: RunReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class RunReport:
+    """What one :meth:`RealBackend.execute` call measured.
+
+    Attributes:
+        makespan: median of the measured runs [s] (``failure_makespan`` on error).
+        makespans: ``(repeats,)`` each measured run's makespan [s].
+        warmup_makespans: the warm-up runs' makespans [s].
+        median_run: index (into ``makespans``) of the run the trace's times come from.
+        device_kind: ``"cpu"`` or ``"cuda"``.
+        devices: physical device of each logical device.
+        lanes: worker threads / streams per device.
+        queue_order: ``"fifo"`` or ``"priority"``.
+        timing: ``"host"`` or ``"cuda-events"`` (per-op times).
+        error, error_kind, failed_op: the failure, if any (see :mod:`envs_real.plan`).
+        ready_seq, pick_seq: ``(n_ops,)`` WC order counters of the median run.
+        monitor: the NVML report (``{"available": False, "reason": ...}`` when not sampled).
+        synthetic_ops: number of synthetic ops; synthetic_scale: their scale.
+        wall_s: wall-clock time of the whole call (materialising, warm-up, runs) [s].
+        notes: caveats (CPU timings, synthetic ops, shared GPUs).
+    """
+
+    makespan: float
+    makespans: list[float] = field(default_factory=list)
+    warmup_makespans: list[float] = field(default_factory=list)
+    median_run: int = -1
+    device_kind: str = "cpu"
+    devices: tuple[str, ...] = ()
+    lanes: int = 1
+    queue_order: str = "fifo"
+    timing: str = "host"
+    error: str | None = None
+    error_kind: str | None = None
+    failed_op: int = -1
+    ready_seq: np.ndarray | None = None
+    pick_seq: np.ndarray | None = None
+    monitor: dict[str, Any] = field(default_factory=lambda: unavailable("monitor=False"))
+    synthetic_ops: int = 0
+    synthetic_scale: float = 1.0
+    leaked_threads: int = 0
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def as_info(self) -> dict[str, Any]:
+        """A flat, JSON-friendly summary for an env's ``info`` (no per-op arrays, no samples)."""
+        mon = dict(self.monitor)
+        if mon.get("devices"):
+            mon["devices"] = [{k: v for k, v in d.items() if k != "series"} for d in mon["devices"]]
+        return {
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "failed_op": self.failed_op,
+            "real_makespan_s": self.makespan,
+            "real_makespans_s": list(self.makespans),
+            "device_kind": self.device_kind,
+            "devices": list(self.devices),
+            "monitor": mon,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class RealTrace(Trace):
+    """A measured :class:`~doppler_gym.sim.trace.Trace` plus the :class:`RunReport`.
+
+    Attributes:
+        report: what the call measured (per-run makespans, NVML figures, errors).
+        error: ``None``, or what failed (the makespan is then ``failure_makespan``).
+    """
+
+    report: RunReport | None = None
+    error: str | None = None
+
+
+class RealBackend:
+    """Executes placed graphs on real torch devices (CPU worker threads or CUDA GPUs).
+
+    Args:
+        devices: a device spec (:func:`envs_real.devices.parse_devices`): ``"auto"``,
+            ``"cpu:4"``, ``"cuda"``, ``"cuda:0,1"`` or a list.
+        repeats: measured runs per call; the makespan is their median.
+        warmup: unmeasured runs first (allocator, cuBLAS and thread warm-up).
+        timeout_s: wall-clock limit of each run [s]; ``None`` = none.
+        on_error: ``"info"`` (return a trace with ``error`` set) or ``"raise"``
+            (:class:`RealExecutionError`).
+        failure_makespan: makespan of a failed call's trace [s] (``on_error="info"``).
+        op_timing: CUDA: per-op times from timing events (else host-observed); CPU: always measured.
+        monitor: sample NVML metrics during the measured runs (CUDA only; CPU reports why not).
+        monitor_interval_s: NVML sampling period [s].
+        synthetic_scale: ``"auto"`` or a factor on the costs of synthetic ops (see
+            :mod:`envs_real.materialize`).
+        seed: seed of the external operands.
+        workload: optional :class:`~doppler_gym.workloads.Workload`; runs of its graph use its
+            input tiles (so assembled outputs equal the untiled computation).
+        queue_depth: CUDA ops a stream may hold in flight (1 = launch on an idle stream only).
+        intra_op_threads: CPU: torch threads during a run (process-wide setting, restored after).
+        keep_outputs: keep the last measured run's outputs (host tensors) in :attr:`last_outputs`.
+
+    Attributes:
+        name: ``"real"``.
+        last_report: :class:`RunReport` of the last call.
+        last_outputs: ``{op: tensor}`` of the last measured run (``keep_outputs=True``).
+    """
+
+    name = "real"
+
+    def __init__(
+        self,
+        devices: object = "auto",
+        *,
+        repeats: int = 3,
+        warmup: int = 1,
+        timeout_s: float | None = 60.0,
+        on_error: str = "info",
+        failure_makespan: float = float("inf"),
+        op_timing: bool = False,
+        monitor: bool = False,
+        monitor_interval_s: float = DEFAULT_INTERVAL_S,
+        synthetic_scale: float | str = "auto",
+        seed: int = 0,
+        workload: Any = None,
+        queue_depth: int = 1,
+        intra_op_threads: int | None = 1,
+        keep_outputs: bool = False,
+    ) -> None:
+        for label, value, lo in (
+            ("repeats", repeats, 1),
+            ("warmup", warmup, 0),
+            ("queue_depth", queue_depth, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+                raise ValueError(f"RealBackend: {label} must be an integer >= {lo}, got {value!r}")
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise ValueError(
+                f"RealBackend: timeout_s must be a positive number of seconds or None, got {timeout_s!r}"
+            )
+        if on_error not in ON_ERROR:
+            raise ValueError(f"RealBackend: on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.devices: DeviceSet = parse_devices(devices)
+        self.repeats, self.warmup, self.queue_depth = int(repeats), int(warmup), int(queue_depth)
+        self.timeout_s = None if timeout_s is None else float(timeout_s)
+        self.on_error = on_error
+        self.failure_makespan = float(failure_makespan)
+        self.op_timing = bool(op_timing)
+        self.monitor = bool(monitor)
+        self.monitor_interval_s = float(monitor_interval_s)
+        self.synthetic_scale = synthetic_scale
+        self.seed = int(seed)
+        self.intra_op_threads = intra_op_threads
+        self.keep_outputs = bool(keep_outputs)
+        self.last_report: RunReport | None = None
+        self.last_outputs: dict[int, Any] | None = None
+        # graph -> (executable graph, externals): calibrated or workload graphs
+        self._bound: weakref.WeakKeyDictionary[DataflowGraph, tuple[DataflowGraph, Mapping | None]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._mats: weakref.WeakKeyDictionary[DataflowGraph, tuple[tuple, Materialized]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._streams: dict[tuple, Any] = {}
+        if workload is not None:
+            self.bind(workload.graph, externals=workload_externals(workload, self.seed))
+
+    # ------------------------------------------------------------------ public API
+    def bind(
+        self, graph: DataflowGraph, *, source: DataflowGraph | None = None, externals: Mapping | None = None
+    ) -> None:
+        """Run ``source``'s kernels (and ``externals``) whenever ``graph`` is executed.
+
+        A calibrated graph (:func:`envs_real.calibrate`) has costs in seconds but must run the
+        original ops; ``bind(calibrated, source=original)`` says so. ``source`` must have the
+        same ops and edges.
+        """
+        src = graph if source is None else source
+        if src.n_ops != graph.n_ops or not (
+            np.array_equal(src.src, graph.src) and np.array_equal(src.dst, graph.dst)
+        ):
+            raise ValueError(
+                f"bind: graph {graph.name!r} and source {src.name!r} differ in ops or edges; a source must "
+                f"be "
+                f"the same DAG"
+            )
+        self._bound[graph] = (src, None if externals is None else dict(externals))
+        self._mats.pop(src, None)
+
+    def source(self, graph: DataflowGraph) -> DataflowGraph:
+        """The graph whose kernels run when ``graph`` is executed (``graph`` itself unless bound)."""
+        return self._bound.get(graph, (graph, None))[0]
+
+    def materialized(self, graph: DataflowGraph) -> Materialized:
+        """The kernels this backend runs for ``graph`` (after :meth:`bind` resolution)."""
+        src, ext = self._bound.get(graph, (graph, None))
+        key = (self.seed, self.synthetic_scale, self.devices.kind, id(ext))
+        cached = self._mats.get(src)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        mat = materialize(
+            src,
+            seed=self.seed,
+            externals=ext,
+            synthetic_scale=self.synthetic_scale,
+            device_kind=self.devices.kind,
+        )
+        self._mats[src] = (key, mat)
+        return mat
+
+    def execute(
+        self,
+        graph: DataflowGraph,
+        topology: Topology,
+        assignment: np.ndarray,
+        priorities: np.ndarray | None = None,
+        config: SimConfig | None = None,
+    ) -> RealTrace:
+        """Run ``graph`` under ``assignment`` ``warmup + repeats`` times; returns a :class:`RealTrace`.
+
+        Args:
+            graph: the graph (a bound calibrated graph runs its source's kernels).
+            topology: only its device count is used (logical devices, mapped onto ``devices``).
+            assignment: ``(n_ops,)`` integer device of each op.
+            priorities: ``(n_ops,)`` lower first; needed when ``config.queue_order == "priority"``.
+            config: queue order, streams (lanes per device) and time divisor; default ``SimConfig()``.
+
+        Raises:
+            ValueError: an assignment or priorities of the wrong shape or range, or an invalid op spec
+                (found before anything runs; always raised).
+            RealExecutionError: a failed run, with ``on_error="raise"``.
+        """
+        t_call = time.perf_counter()
+        config = SimConfig() if config is None else config
+        n_dev = topology.n_devices
+        assign = _check_assignment(graph, assignment, n_dev)
+        prio = _check_priorities(graph, priorities, config)
+        phys = self.devices.mapping(n_dev)
+        report = RunReport(
+            makespan=float("nan"),
+            device_kind=self.devices.kind,
+            devices=phys,
+            lanes=config.streams,
+            queue_order=config.queue_order,
+        )
+        if self.devices.kind == "cpu":
+            report.notes.append(CPU_TIMING_NOTE)
+        elif self.devices.shares_devices(n_dev):
+            report.notes.append(
+                f"{n_dev} logical devices share {len(set(phys))} GPU(s): streams stand in for devices, so "
+                f"they share SMs and memory bandwidth"
+            )
+        mat = self.materialized(graph)
+        report.synthetic_ops = int(mat.synthetic.sum())
+        report.synthetic_scale = mat.scale
+        report.notes.extend(mat.notes)
+        if config.cost_model == "raw":
+            report.notes.append(
+                "config.cost_model='raw': real times are reported in seconds, not raw cost units"
+            )
+        placed = PlacedGraph.build(mat.graph, assign, n_dev)
+        runs: list[RunResult] = []
+        failure: RunResult | None = None
+        ext = None
+        mon = None
+        try:
+            ext = external_tensors(mat, [phys[d] for d in assign])
+            for r in range(self.warmup + self.repeats):
+                if r == self.warmup and self.monitor:
+                    mon = self._start_monitor(phys)
+                res = self._run_once(
+                    placed,
+                    mat,
+                    ext,
+                    phys,
+                    config,
+                    prio,
+                    keep=self.keep_outputs and r == self.warmup + self.repeats - 1,
+                )
+                report.leaked_threads += res.leaked_threads
+                if not res.ok:
+                    failure = res
+                    break
+                (report.warmup_makespans if r < self.warmup else report.makespans).append(res.makespan)
+                runs.append(res)
+        except Exception as exc:  # noqa: BLE001  e.g. OOM while placing the externals
+            failure = RunResult(graph.n_ops, graph.n_edges)
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            failure.error = f"preparing the run failed: {type(exc).__name__}: {first_line}"
+            failure.error_kind = classify_error(exc)
+        finally:
+            if mon is not None:
+                report.monitor = mon.stop()
+            elif self.monitor:
+                report.monitor = (
+                    unavailable("no measured run completed")
+                    if self.devices.kind == "cuda"
+                    else unavailable("CPU devices: NVML monitors NVIDIA GPUs only")
+                )
+            ext = None
+            if failure is not None:
+                self._free_device_memory()
+        measured = runs[self.warmup :]
+        if failure is not None:
+            report.error, report.error_kind, report.failed_op = (
+                failure.error,
+                failure.error_kind,
+                failure.failed_op,
+            )
+            report.makespan = self.failure_makespan
+            report.ready_seq, report.pick_seq = failure.ready_seq, failure.pick_seq
+            report.wall_s = time.perf_counter() - t_call
+            self.last_report = report
+            self.last_outputs = None
+            if self.on_error == "raise":
+                raise RealExecutionError(report.error, report)
+            return self._trace(failure, assign, n_dev, config, self.failure_makespan, report)
+        spans = np.array([r.makespan for r in measured])
+        median = float(np.median(spans))
+        pick = int(np.argmin(np.abs(spans - median)))
+        best = measured[pick]
+        report.makespan, report.median_run, report.timing = median, pick, best.timing
+        report.ready_seq, report.pick_seq = best.ready_seq, best.pick_seq
+        report.wall_s = time.perf_counter() - t_call
+        self.last_report = report
+        self.last_outputs = measured[-1].outputs if self.keep_outputs else None
+        return self._trace(best, assign, n_dev, config, median, report)
+
+    def close(self) -> None:
+        """Drop cached kernels, streams and device memory."""
+        self._mats = weakref.WeakKeyDictionary()
+        self._streams.clear()
+        self.last_outputs = None
+        self._free_device_memory()
+
+    def __repr__(self) -> str:
+        return f"RealBackend(devices={self.devices.spec!r}, repeats={self.repeats}, warmup={self.warmup})"
+
+    # ------------------------------------------------------------------ internals
+    def _run_once(self, placed, mat, ext, phys, config, prio, keep) -> RunResult:
+        if self.devices.kind == "cpu":
+            from envs_real.executor_cpu import run_cpu
+
+            return run_cpu(
+                placed,
+                mat,
+                ext,
+                order=config.queue_order,
+                priorities=prio,
+                lanes=config.streams,
+                timeout_s=self.timeout_s,
+                keep_outputs=keep,
+                intra_op_threads=self.intra_op_threads,
+            )
+        from envs_real.executor_cuda import CudaStreams, run_cuda
+
+        key = (phys, config.streams)
+        streams = self._streams.get(key)
+        if streams is None:
+            streams = self._streams[key] = CudaStreams(phys, config.streams)
+        return run_cuda(
+            placed,
+            mat,
+            ext,
+            streams,
+            order=config.queue_order,
+            priorities=prio,
+            timeout_s=self.timeout_s,
+            keep_outputs=keep,
+            op_timing=self.op_timing,
+            queue_depth=self.queue_depth,
+        )
+
+    def _start_monitor(self, phys: tuple[str, ...]) -> NvmlMonitor | None:
+        if self.devices.kind != "cuda":
+            return None
+        return NvmlMonitor(sorted(set(phys)), self.monitor_interval_s).start()
+
+    def _free_device_memory(self) -> None:
+        if self.devices.kind != "cuda":
+            return
+        try:
+            import torch
+
+            for p in dict.fromkeys(self.devices.physical):
+                torch.cuda.synchronize(p)
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001  a sticky CUDA error: nothing more to free
+            pass
+
+    @staticmethod
+    def _trace(res: RunResult, assign, n_dev, config: SimConfig, makespan, report) -> RealTrace:
+        div = config.time_divisor if config.cost_model == "topology" else 1.0
+        unit = config.time_unit if config.cost_model == "topology" else "s"
+        return RealTrace(
+            makespan=float(makespan) / div if np.isfinite(makespan) else float(makespan),
+            start=res.start / div,
+            end=res.end / div,
+            assignment=assign.astype(np.int32),
+            edge_start=res.edge_start / div,
+            edge_end=res.edge_end / div,
+            n_devices=n_dev,
+            time_unit=unit,
+            report=report,
+            error=report.error,
+        )
+
+
+def _check_assignment(graph: DataflowGraph, assignment: object, n_dev: int) -> np.ndarray:
+    a = np.asarray(assignment)
+    if a.shape != (graph.n_ops,):
+        raise ValueError(f"RealBackend: assignment must have shape ({graph.n_ops},), got {a.shape}")
+    if a.size and (not np.issubdtype(a.dtype, np.integer) and not np.all(np.equal(np.mod(a, 1), 0))):
+        raise ValueError("RealBackend: assignment must hold integer device ids")
+    a = a.astype(np.int64)
+    if a.size and (a.min() < 0 or a.max() >= n_dev):
+        raise ValueError(
+            f"RealBackend: assignment uses devices outside 0..{n_dev - 1} (the topology's devices)"
+        )
+    return a
+
+
+def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig) -> np.ndarray | None:
+    if priorities is None:
+        if config.queue_order == "priority":
+            raise ValueError(
+                "RealBackend: queue_order='priority' needs priorities of shape (n_ops,), lower first"
+            )
+        return None
+    p = np.asarray(priorities, dtype=np.float64)
+    if p.shape != (graph.n_ops,):
+        raise ValueError(f"RealBackend: priorities must have shape ({graph.n_ops},), got {p.shape}")
+    return p
