@@ -34,15 +34,9 @@ import numpy as np
 import doppler_gym as dg
 from doppler_gym import baselines
 from doppler_gym.baselines.critical_path import critical_path_schedule
+from doppler_gym.graph.io import PAPER_EXPERIMENTS
 
-PAPER_GRAPHS = (
-    ("paper/chainmm", 4),
-    ("paper/ffnn", 4),
-    ("paper/llama-block", 4),
-    ("paper/llama-layer", 4),
-    ("paper/llama-block-8gpu", 8),
-    ("paper/llama-layer-8gpu", 8),
-)
+PAPER_GRAPHS = PAPER_EXPERIMENTS
 REFERENCE = dg.SimConfig.reference()
 # The reference study (doppler-reference-spec section 5.3): CP fixed mean, CP env min / mean.
 STUDY_CP = {

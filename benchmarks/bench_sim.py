@@ -41,21 +41,14 @@ import numba
 import numpy as np
 
 import doppler_gym as dg
-from doppler_gym.graph.io import load_graph
+from doppler_gym.graph.io import PAPER_EXPERIMENTS, load_graph
 from doppler_gym.graph.types import DataflowGraph
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "doppler_gym" / "sim"))  # the one copy of the SimPy oracle
 from simpy_port import simpy_makespan  # noqa: E402
 
-PAPER_GRAPHS = (
-    ("paper/chainmm", 4),
-    ("paper/ffnn", 4),
-    ("paper/llama-block", 4),
-    ("paper/llama-layer", 4),
-    ("paper/llama-block-8gpu", 8),
-    ("paper/llama-layer-8gpu", 8),
-)
+PAPER_GRAPHS = PAPER_EXPERIMENTS
 TARGET_SINGLE = 500.0  # SimPy time / simulate time, per call
 TARGET_BATCH = 2000.0  # SimPy time / simulate_batch time per assignment
 TARGET_NS = 50.0  # ns per (op + edge) at 100k ops

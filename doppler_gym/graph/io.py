@@ -51,6 +51,17 @@ _PAPER_FILES = {
 }
 
 
+PAPER_EXPERIMENTS = (
+    ("paper/chainmm", 4),
+    ("paper/ffnn", 4),
+    ("paper/llama-block", 4),
+    ("paper/llama-layer", 4),
+    ("paper/llama-block-8gpu", 8),
+    ("paper/llama-layer-8gpu", 8),
+)
+"""The DOPPLER paper's experiments: (built-in graph name, number of GPUs it was placed on)."""
+
+
 def paper_graph_names() -> tuple[str, ...]:
     """Names of the built-in paper graphs accepted by :func:`load_graph`, e.g. ``"paper/ffnn"``."""
     return tuple(_PAPER_FILES)
