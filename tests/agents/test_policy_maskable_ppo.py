@@ -1,0 +1,182 @@
+"""DopplerPolicy: head shapes on padded mixed batches, masks, 4 -> 8 devices, MaskablePPO training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from policy_helpers import make_env, mixed_batch, one_thread  # noqa: F401  (fixture)
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.utils import get_action_masks
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from agents.policy import NEG, DopplerExtractor, DopplerPolicy, transfer_objects
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SMALL = {"hidden_dim": 32, "n_layers": 2, "head_dim": 32}
+
+
+def _ppo(venv, **kwargs) -> MaskablePPO:
+    kwargs = {"n_steps": 64, "batch_size": 64, "n_epochs": 1, "seed": 0, "device": "cpu", **kwargs}
+    return MaskablePPO(DopplerPolicy, venv, policy_kwargs=SMALL, **kwargs)
+
+
+def test_heads_and_extractor_shapes_on_a_padded_mixed_batch():
+    env, batch = mixed_batch()
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL)
+    b = batch["op_features"].shape[0]
+    n, d = env.unwrapped.max_ops, env.unwrapped.max_devices
+    assert (n, d) == (180, 4)
+    logits = policy.action_logits(batch)
+    assert logits.shape == (b, n + d)
+    mask = batch["action_mask"] > 0.5
+    phase = batch["phase"][:, 0].long()
+    assert torch.isfinite(logits).all() and (logits[mask] > NEG / 2).all()  # every valid action is scored
+    n_ops = batch["n_ops"][:, 0].long()
+    for i in range(b):
+        if phase[i] == 0:
+            assert (logits[i, n:] == NEG).all()  # PLC slots off in SEL
+            assert (logits[i, n_ops[i] : n] == NEG).all()  # padding ops
+        else:
+            assert (logits[i, :n] == NEG).all()
+    assert set(phase.tolist()) == {0, 1} and set(n_ops.tolist()) == {76, 180}
+    every = policy.action_logits(batch, score_all=True)
+    sel = phase == 0
+    real = torch.arange(n) < n_ops[:, None]
+    assert (every[sel][:, :n][real[sel]] > NEG / 2).all()
+    values, log_prob, entropy = policy.evaluate_actions(
+        batch, logits.masked_fill(~mask, -1e9).argmax(1), mask
+    )
+    assert values.shape == (b, 1) and log_prob.shape == (b,) and entropy.shape == (b,)
+    assert torch.isfinite(log_prob).all() and (entropy >= 0).all()
+    extractor = policy.features_extractor
+    assert isinstance(extractor, DopplerExtractor)
+    assert extractor(batch).shape == (b, extractor.features_dim)
+
+
+def test_imitation_cross_entropy_on_teacher_masks_trains():
+    env = make_env(graph="paper/chainmm")
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 3e-3, **SMALL)
+    obs, teacher = [], []
+    o, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(64):
+        obs.append(o)
+        t = env.unwrapped.teacher_mask()
+        teacher.append(t)
+        o, *_ = env.step(int(rng.choice(np.flatnonzero(t))))
+    batch = {k: torch.as_tensor(np.stack([x[k] for x in obs])).float() for k in obs[0]}
+    target = torch.as_tensor(np.stack(teacher)).bool()
+    valid = batch["action_mask"] > 0.5
+
+    def loss() -> torch.Tensor:
+        logp = torch.log_softmax(policy.action_logits(batch).masked_fill(~valid, -1e9), dim=1)
+        return -torch.logsumexp(logp.masked_fill(~target, -1e9), dim=1).mean()
+
+    first = loss()
+    for _ in range(30):
+        value = loss()
+        policy.optimizer.zero_grad()
+        value.backward()
+        policy.optimizer.step()
+    assert loss().item() < 0.5 * first.item()
+
+
+def test_maskable_ppo_learns_on_chainmm_and_predict_respects_masks():
+    venv = DummyVecEnv([lambda: make_env(graph="paper/chainmm")] * 2)
+    model = _ppo(venv, n_steps=80, batch_size=80, n_epochs=2)
+    model.learn(total_timesteps=320)
+    assert np.isfinite(model.logger.name_to_value["train/loss"])
+    assert model.policy.features_extractor.static.stats["cache_hits"] > 0
+    obs = venv.reset()
+    for step in range(300):
+        masks = get_action_masks(venv)
+        actions, _ = model.predict(obs, action_masks=masks, deterministic=step % 2 == 0)
+        assert all(masks[i, a] for i, a in enumerate(actions))
+        if step % 3 == 0:  # without action_masks the policy applies obs["action_mask"] itself
+            unmasked, _ = model.predict(obs)
+            assert all(masks[i, a] for i, a in enumerate(unmasked))
+        obs, _, _, infos = venv.step(actions)
+        assert not any(info.get("invalid_action") for info in infos)
+
+
+def test_envs_with_different_graphs_in_one_vec_env():
+    kw = {"max_ops": 180, "max_edges": 208}
+    venv = DummyVecEnv(
+        [lambda: make_env(graph="paper/chainmm", **kw), lambda: make_env(graph="paper/ffnn", **kw)]
+    )
+    model = _ppo(venv)
+    model.learn(total_timesteps=128)
+    assert model.policy.features_extractor.static.stats["graph_forwards"] >= 2
+
+
+def test_four_device_policy_runs_on_eight_devices(tmp_path):
+    venv4 = DummyVecEnv([lambda: make_env(graph="paper/chainmm", topology=4)])
+    model = _ppo(venv4)
+    model.learn(total_timesteps=64)
+    env8 = make_env(graph="paper/chainmm", topology=8)
+    venv8 = DummyVecEnv([lambda: env8])
+
+    # 1) transfer_to: a policy for the 8-device spaces with the same weights
+    policy8 = model.policy.transfer_to(venv8)
+    assert policy8.action_space.n == 76 + 8
+    for (k, a), (_, b) in zip(model.policy.state_dict().items(), policy8.state_dict().items()):
+        assert torch.equal(a, b), k
+    obs, _ = env8.reset(seed=0)
+    used = set()
+    while True:
+        action, _ = policy8.predict(obs, action_masks=env8.unwrapped.action_masks())
+        obs, _, terminated, truncated, info = env8.step(int(action))
+        assert not info.get("invalid_action")
+        if terminated or truncated:
+            break
+    used = set(info["assignment"].tolist())
+    assert used <= set(range(8)) and info["makespan"] > 0
+
+    # 2) a saved 4-device checkpoint loads onto the 8-device env and keeps training
+    path = tmp_path / "ppo4.zip"
+    model.save(path)
+    model8 = MaskablePPO.load(path, env=venv8, custom_objects=transfer_objects(venv8), device="cpu")
+    assert model8.action_space.n == 84
+    for (k, a), (_, b) in zip(model.policy.state_dict().items(), model8.policy.state_dict().items()):
+        assert torch.equal(a, b), k
+    model8.learn(total_timesteps=64)
+    obs8 = venv8.reset()
+    masks = get_action_masks(venv8)
+    actions, _ = model8.predict(obs8, action_masks=masks)
+    assert masks[0, actions[0]]
+
+
+def test_checkpoint_round_trip_gives_the_same_logits(tmp_path):
+    env, batch = mixed_batch(n_each=3)
+    venv = DummyVecEnv([lambda: env])
+    model = _ppo(venv)
+    path = tmp_path / "m.zip"
+    model.save(path)
+    loaded = MaskablePPO.load(path, device="cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.policy.action_logits(batch), model.policy.action_logits(batch))
+    policy_path = tmp_path / "policy.pt"
+    model.policy.save(policy_path)
+    alone = DopplerPolicy.load(policy_path, device="cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(alone.action_logits(batch), model.policy.action_logits(batch))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_policy_on_cuda_matches_cpu():
+    env, batch = mixed_batch(n_each=4)
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL)
+    with torch.no_grad():
+        cpu = policy.action_logits(batch)
+        policy = policy.to("cuda")
+        cuda_batch = {k: v.cuda() for k, v in batch.items()}
+        first = policy.action_logits(cuda_batch)  # fills the cache on the GPU
+        cached = policy.action_logits(cuda_batch)
+    torch.testing.assert_close(first, cached)
+    torch.testing.assert_close(first.cpu(), cpu, rtol=1e-4, atol=1e-4)
+    venv = DummyVecEnv([lambda: make_env(graph="paper/chainmm")] * 2)
+    model = _ppo(venv, device="cuda")
+    model.learn(total_timesteps=128)
+    assert np.isfinite(model.logger.name_to_value["train/loss"])
