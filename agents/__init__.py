@@ -1,1 +1,28 @@
-"""Learned placement agents (DOPPLER dual policy, Placeto, GDP); built by the agents issue."""
+"""Learned placement agents: the DOPPLER dual policy (SEL + PLC heads on a GNN) and its training.
+
+Names load lazily, so ``import agents`` is cheap; torch is imported on first use:
+
+- ``DopplerPolicy`` (``agents.policy``): an sb3-contrib ``MaskableActorCriticPolicy`` for ``MaskablePPO``;
+- ``DopplerExtractor`` (``agents.policy``): the features extractor (GNN, critical-path contexts);
+- ``TrainArgs``, ``Trainer`` (``agents.train``): the three-stage training (``doppler train``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "DopplerPolicy": "agents.policy",
+    "DopplerExtractor": "agents.policy",
+    "TrainArgs": "agents.train",
+    "Trainer": "agents.train",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")
