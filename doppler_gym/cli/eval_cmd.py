@@ -44,6 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"wall-clock budget of local_search and time limit of cp_sat (default {DEFAULT_BUDGET:g})",
     )
     p.add_argument("--out", default="out/eval", metavar="DIR", help="output folder (default out/eval)")
+    p.add_argument(
+        "--policy", metavar="CHECKPOINT",
+        help="also decode this trained policy greedily (a `doppler train` checkpoint: DIR/checkpoint.pt, "
+        "DIR/policy_<stage>.pt or DIR) and add its row",
+    )
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
 
@@ -97,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
                 results[name] = baselines.run(name, g, topo, config, **opts)
             except ImportError as exc:  # an optional solver is missing: say which
                 raise ValueError(f"baseline {name}: {exc}") from None
+    if getattr(args, "policy", None):
+        results["policy"] = policy_placement(args.policy, g, topo, config)
     reference = results.get("critical_path") or baselines.critical_path(g, topo, config, seed=args.seed)
 
     rows = [_row(p, bound, reference.makespan) for p in results.values()]
@@ -138,6 +145,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def policy_placement(checkpoint: str, graph: DataflowGraph, topology: Topology, config: SimConfig) -> Placement:
+    """The greedy decode of a trained policy (``doppler train`` checkpoint) on this instance;
+    torch and the agents load only here."""
+    import gymnasium as gym
+
+    from agents.train import decode, load_policy
+
+    started = time.perf_counter()
+    env = gym.make("Doppler-Sim-v0", graph=graph, topology=topology, sim_config=config, disable_env_checker=True)
+    info = decode(load_policy(checkpoint, env.unwrapped), env, greedy=True, seed=0)
+    return Placement(info["assignment"], info["order"], "policy", info["makespan"], time.perf_counter() - started,
+                     {"checkpoint": str(checkpoint)})
+
+
 def _row(p: Placement, bound: float, reference: float) -> dict[str, object]:
     return {
         "name": p.name, "makespan": p.makespan,
@@ -151,6 +172,8 @@ def _row(p: Placement, bound: float, reference: float) -> dict[str, object]:
 def _note(p: Placement) -> str:
     """A short summary of a placement's info for the table."""
     i = p.info
+    if "checkpoint" in i:
+        return f"greedy decode of {i['checkpoint']}"
     if "plan_makespan" in i:
         return f"plan makespan {i['plan_makespan']:.6g}"
     if "evals" in i:

@@ -1,6 +1,6 @@
 """``doppler``: the doppler-gym command line.
 
-Subcommands: ``graph info`` / ``graph list``, ``simulate``, ``eval``, ``demo``. Library errors
+Subcommands: ``graph info`` / ``graph list``, ``simulate``, ``eval``, ``train``, ``demo``. Library errors
 (``ValueError``, ``TypeError``, file errors) are reported as one line, ``doppler: error: ...``,
 with exit status 2, like argparse's usage errors; set ``DOPPLER_DEBUG=1`` to get the traceback.
 """
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from doppler_gym import __version__
-from doppler_gym.cli import demo_cmd, eval_cmd, graph_cmd, simulate_cmd
+from doppler_gym.cli import demo_cmd, eval_cmd, graph_cmd, simulate_cmd, train_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,10 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="doppler-gym: device placement of dataflow graphs on a work-conserving runtime.",
     )
     parser.add_argument("--version", action="version", version=f"doppler-gym {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{graph,simulate,eval,demo}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{graph,simulate,eval,train,demo}", required=True)
     graph_cmd.register(sub)
     simulate_cmd.register(sub)
     eval_cmd.register(sub)
+    train_cmd.register(sub)
     demo_cmd.register(sub)
     return parser
 

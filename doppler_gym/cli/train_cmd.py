@@ -1,0 +1,177 @@
+"""``doppler train GRAPH``: DOPPLER's three training stages (imitation, simulator RL, real RL) on one graph.
+
+A thin front end of :mod:`agents.train` (imported when the command runs, so ``doppler`` itself
+stays free of torch): it builds a :class:`~agents.train.TrainArgs` from the flags, trains, and
+prints the learned placement next to the baselines and the lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from typing import Any
+
+from doppler_gym.cli import common
+
+STAGE_NAMES = ("il", "sim", "real")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train", help="train a placement policy (imitation, simulator RL, real-system RL)",
+        description="Train DOPPLER's dual SEL/PLC policy on one graph: il = imitation of the critical-path "
+        "teacher (DAgger), sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. Writes "
+        "DIR/checkpoint.pt (resumable), DIR/policy_<stage>.pt, DIR/metrics.jsonl, DIR/tb/ (TensorBoard), "
+        "DIR/summary.json and DIR/gantt.png, and prints the learned placement against the baselines.",
+    )
+    common.add_graph_argument(p)
+    common.add_topology_arguments(p)
+    p.add_argument("--stages", default="il,sim", metavar="S,S",
+                   help="stages to run, in order, among il, sim, real (default il,sim)")
+    p.add_argument("--budget-minutes", type=float, metavar="M",
+                   help="wall-clock budget of the stages, split il 1 : sim 3 : real 2 over the stages run "
+                   "(a stage that ends early by --episodes leaves its time to the next); the final "
+                   "evaluation adds a few seconds plus --baseline-seconds")
+    p.add_argument("--episodes", metavar="STAGE=N,...",
+                   help="episodes per stage, e.g. il=300,sim=2000 (a stage stops at its count or its budget "
+                   "share, whichever comes first; default: unbounded with a budget, else il=300,sim=1000,real=200)")
+    p.add_argument("--out", default="out/train", metavar="DIR", help="output folder (default out/train)")
+    p.add_argument("--init", metavar="CHECKPOINT",
+                   help="start from this checkpoint's weights (e.g. trained on another graph or device count)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from DIR/checkpoint.pt (counters, optimizer, RNG, imitation buffer)")
+    p.add_argument("--algo", choices=("ppo", "reinforce"), default="ppo",
+                   help="RL algorithm of the sim and real stages (default ppo: MaskablePPO)")
+    p.add_argument("--policy", default="auto", metavar="CLASS",
+                   help="auto (agents.policy.DopplerPolicy when available, else MultiInputPolicy), "
+                   "MultiInputPolicy, DopplerPolicy or module:Class")
+    p.add_argument("--policy-kwargs", default="{}", metavar="JSON", help="keyword arguments of the policy class")
+    p.add_argument("--real-env", default="Doppler-Real-v0", metavar="ID",
+                   help="env id of the real stage (default Doppler-Real-v0)")
+    p.add_argument("--real-env-kwargs", default="{}", metavar="JSON",
+                   help='extra arguments of the real env, e.g. \'{"devices": "cuda:0,1,2,3"}\'')
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any other TrainArgs field (e.g. --set rl_lr=3e-5 --set il_envs=8), repeatable")
+    p.add_argument("--sample-decodes", type=int, default=16, metavar="K",
+                   help="sampled decodes of the final policy, the best is reported (default 16)")
+    p.add_argument("--baseline-seconds", type=float, default=5.0, metavar="S",
+                   help="local search budget of the final comparison (default 5)")
+    p.add_argument("--checkpoint-minutes", type=float, default=5.0, metavar="M",
+                   help="write DIR/checkpoint.pt at least this often (default 5)")
+    p.add_argument("--device", default="auto", help="torch device (default auto)")
+    p.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard logs")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    common.add_sim_arguments(p)
+    p.set_defaults(func=run)
+
+
+def parse_episodes(text: str | None) -> dict[str, int]:
+    """``"il=300,sim=2000"`` -> ``{"il": 300, "sim": 2000}``."""
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        stage, sep, value = item.partition("=")
+        stage = stage.strip()
+        if not sep or stage not in STAGE_NAMES:
+            raise ValueError(f"--episodes {item!r}: expected STAGE=N with STAGE among {', '.join(STAGE_NAMES)}")
+        try:
+            out[stage] = int(value)
+        except ValueError:
+            raise ValueError(f"--episodes {item!r}: N must be an integer") from None
+    return out
+
+
+def _json_arg(flag: str, text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag}: not valid JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise TypeError(f"{flag} must be a JSON object, got {text!r}")
+    return value
+
+
+def args_from_namespace(args: argparse.Namespace) -> Any:
+    """The :class:`agents.train.TrainArgs` of the parsed flags."""
+    from agents.train import TrainArgs
+
+    graph = common.graph_from_args(args)  # validates the name early, with the CLI's hints
+    config = common.config_from_args(args, graph)
+    episodes = parse_episodes(args.episodes)
+    fields: dict[str, Any] = {
+        "graph": args.graph, "graph_params": common.parse_params(args.param), "devices": args.devices,
+        "topology": args.topology, "sim_config": dataclasses.asdict(config),
+        "stages": tuple(s.strip() for s in args.stages.split(",") if s.strip()), "out": args.out, "seed": args.seed,
+        "budget_minutes": args.budget_minutes, "il_episodes": episodes.get("il"), "sim_episodes": episodes.get("sim"),
+        "real_episodes": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
+        "policy": args.policy, "policy_kwargs": _json_arg("--policy-kwargs", args.policy_kwargs),
+        "real_env_id": args.real_env, "real_env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
+        "sample_decodes": args.sample_decodes, "baseline_seconds": args.baseline_seconds,
+        "checkpoint_minutes": args.checkpoint_minutes, "device": args.device, "tensorboard": not args.no_tensorboard,
+        "progress": not args.no_progress,
+    }
+    known = {f.name: f for f in dataclasses.fields(TrainArgs)}
+    for pair in args.set:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in known:
+            raise ValueError(f"--set {pair!r}: expected FIELD=VALUE with FIELD a TrainArgs field "
+                             f"({', '.join(sorted(known))})")
+        fields[key] = common.parse_params([f"{key}={text}"])[key]
+    if args.budget_minutes is None and not episodes:
+        print("doppler train: no --budget-minutes or --episodes: default episode counts "
+              "(il=300, sim=1000, real=200)")
+    return TrainArgs(**fields)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.train import train
+
+    started = time.perf_counter()
+    targs = args_from_namespace(args)
+    targs.validate()
+    try:
+        summary = train(targs)
+    except KeyboardInterrupt:
+        print(f"doppler train: stopped; `--resume` continues from {targs.out}/checkpoint.pt")
+        return 130
+    if summary.get("interrupted"):
+        print(f"doppler train: interrupted in stage {summary['stage']}; `--resume` continues from "
+              f"{targs.out}/checkpoint.pt")
+        return 1
+    print_summary(summary)
+    print(f"wrote {targs.out}/summary.json, {summary['gantt']} and {summary['checkpoint']} "
+          f"in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The learned placement next to the baselines and the lower bound (a rich table)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 100), highlight=False)
+    unit = summary["time_unit"]
+    cp, bound = summary["critical_path"], summary["lower_bound"]
+    table = Table(title=f"{summary['graph']} ({summary['n_ops']} ops) on {summary['topology']} "
+                  f"({summary['n_devices']} devices), makespan in {common.unit_label(unit)}")
+    for label, justify in (("placement", "left"), ("makespan", "right"), ("/ lower bound", "right"),
+                           ("/ critical path", "right")):
+        table.add_column(label, justify=justify)
+    rows = [("learned policy (greedy)", summary["makespan"])]
+    if summary.get("best_of_k"):
+        rows.append((f"learned policy (best of {summary['best_of_k']['k']} samples)", summary["best_of_k"]["makespan"]))
+    if summary.get("best_eval"):
+        best = summary["best_eval"]
+        rows.append((f"best greedy seen in training ({best['stage']}, episode {best['episode']})", best["makespan"]))
+    rows += list(summary["baselines"].items())
+    for name, ms in rows:
+        table.add_row(name, f"{ms:.6g}", f"{ms / bound:.3f}" if bound else "-", f"{ms / cp:.3f}" if cp else "-")
+    table.add_section()
+    table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / cp:.3f}" if cp else "-")
+    console.print(table)
+    stages = ", ".join(f"{s}: {d['episodes']} episodes in {d['seconds']:.0f} s" for s, d in summary["stages"].items())
+    console.print(f"stages: {stages}")

@@ -1,0 +1,158 @@
+"""Checkpoints: atomic round trip, resume after an interruption, --init on another device count."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from train_helpers import FAST, sample_observations, small_args
+
+from agents.train import (
+    CHECKPOINT_NAME,
+    Instance,
+    Trainer,
+    action_logits,
+    load_checkpoint,
+    load_policy,
+    obs_to_tensors,
+    read_metrics,
+    save_checkpoint,
+    train,
+)
+
+
+def _logits(policy, obs) -> torch.Tensor:
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        return action_logits(policy, obs_to_tensors(obs, policy.device))
+
+
+def test_checkpoint_round_trip_gives_identical_logits(tmp_path) -> None:
+    args = small_args(tmp_path, il_episodes=8)
+    trainer = Trainer(args)
+    trainer.run()
+    obs = sample_observations(args)
+    env = Instance.from_args(args).sim_env()
+    expected = _logits(trainer.policy, obs)
+    for name in (CHECKPOINT_NAME, "policy_il.pt"):
+        loaded = load_policy(tmp_path / name, env.unwrapped, strict=True)
+        assert torch.equal(_logits(loaded, obs), expected), name
+    payload = load_checkpoint(tmp_path)  # a folder means its checkpoint.pt
+    assert payload["stage"] == "il" and payload["progress"]["il"]["done"]
+    assert payload["optimizer_state"] is not None and payload["il_buffer"]["size"] > 0
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file may be left behind"
+
+
+def test_save_checkpoint_is_atomic(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"format": "doppler-train-checkpoint", "x": 1})
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", boom)
+    with pytest.raises(OSError):
+        save_checkpoint(path, {"format": "doppler-train-checkpoint", "x": 2})
+    assert load_checkpoint(path)["x"] == 1  # the old file is intact
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_resume_after_interruption_in_imitation_loses_nothing(tmp_path) -> None:
+    args = small_args(tmp_path, il_episodes=16, il_envs=4, interrupt_after_episodes=8)
+    first = train(args)
+    assert first["interrupted"] and first["progress"]["il"]["episodes"] == 8
+    assert not (tmp_path / "summary.json").exists()
+    ckpt = load_checkpoint(tmp_path)
+    updates_before = ckpt["progress"]["il"]["updates"]
+    buffer_before = ckpt["il_buffer"]["size"]
+    steps_before = max(s["step"] for s in ckpt["optimizer_state"]["state"].values())
+    assert steps_before == updates_before
+
+    trainer = Trainer(small_args(tmp_path, il_episodes=16, il_envs=4, resume=True))
+    assert trainer.progress["il"].episodes == 8
+    summary = trainer.run()
+    il = summary["stages"]["il"]
+    assert il["episodes"] == 16 and il["updates"] > updates_before
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["il_buffer"]["size"] == buffer_before * 2  # the first run's states were kept
+    assert max(s["step"] for s in ckpt["optimizer_state"]["state"].values()) == il["updates"]  # Adam continued
+    episodes = [r["step"] for r in read_metrics(tmp_path) if r["kind"] == "episode"]
+    assert episodes == list(range(1, 17))  # counters continue, nothing repeated
+
+
+def test_resume_mid_ppo_continues_counters(tmp_path) -> None:
+    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=12, episodes_per_update=4,
+                      interrupt_after_episodes=8)
+    assert train(args)["interrupted"]
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["stage"] == "sim" and ckpt["progress"]["il"]["done"]
+    assert ckpt["progress"]["sim"]["episodes"] == 4 and ckpt["progress"]["sim"]["updates"] == 1
+    assert ckpt["progress"]["sim"]["extra"]["num_timesteps"] == 4 * 24
+
+    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=12,
+                               episodes_per_update=4, resume=True))
+    assert summary["stages"]["il"]["episodes"] == 4  # not rerun
+    assert summary["stages"]["sim"]["episodes"] == 12 and summary["stages"]["sim"]["updates"] == 3
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["progress"]["sim"]["extra"]["num_timesteps"] == 12 * 24
+    rows = [(r["stage"], r["step"]) for r in read_metrics(tmp_path) if r["kind"] == "episode"]
+    assert rows == [("il", k) for k in range(1, 5)] + [("sim", k) for k in range(5, 17)]
+
+
+def test_resume_extends_a_finished_stage_and_skips_without_checkpoint(tmp_path) -> None:
+    train(small_args(tmp_path, il_episodes=4))
+    summary = train(small_args(tmp_path, il_episodes=8, resume=True))
+    assert summary["stages"]["il"]["episodes"] == 8
+    fresh = tmp_path / "fresh"
+    assert train(small_args(fresh, il_episodes=4, resume=True))["stages"]["il"]["episodes"] == 4
+
+
+def test_ctrl_c_writes_a_checkpoint_and_resume_refuses_another_instance(tmp_path, monkeypatch) -> None:
+    original = Trainer._episode_done
+
+    def interrupt_at_6(self, stage, info, **extra):
+        original(self, stage, info, **extra)
+        if self.progress[stage].episodes == 6:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_episode_done", interrupt_at_6)
+    with pytest.raises(KeyboardInterrupt):
+        train(small_args(tmp_path, il_episodes=12))
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path)["progress"]["il"]["episodes"] == 6
+    resumed = train(small_args(tmp_path, il_episodes=12, resume=True))["stages"]["il"]["episodes"]
+    assert 12 <= resumed < 12 + 4  # from 6 on, in whole iterations of il_envs = 4 episodes
+    with pytest.raises(ValueError, match="--init"):
+        Trainer(small_args(tmp_path, devices=3, resume=True))
+
+
+def test_init_from_a_4_device_checkpoint_on_8_devices(tmp_path) -> None:
+    src = tmp_path / "four"
+    four = Trainer(small_args(src, devices=4, il_episodes=4))
+    four.run()
+    args8 = small_args(tmp_path / "eight", devices=8, stages=("sim",), sim_episodes=4, init=str(src / "policy_il.pt"))
+    trainer = Trainer(args8)
+    report = trainer.init_report
+    assert report["loaded"] > 0
+    state4 = four.policy.state_dict()
+    for name, tensor in trainer.policy.state_dict().items():
+        if name not in report["skipped"]:
+            assert torch.equal(tensor, state4[name]), name
+    if type(four.policy).__name__ == "DopplerPolicy":  # its weights do not depend on the device count
+        assert report["skipped"] == []
+    summary = trainer.run()
+    assert summary["n_devices"] == 8 and summary["stages"]["sim"]["episodes"] == 4
+    assert max(summary["assignment"]) < 8
+    assert json.loads((tmp_path / "eight" / "summary.json").read_text())["init"]["loaded"] == report["loaded"]
+    assert np.isfinite(summary["makespan"])
+
+
+def test_load_checkpoint_rejects_other_files(tmp_path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    torch.save({"x": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a doppler-gym training checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+    assert FAST  # keeps the helper import honest

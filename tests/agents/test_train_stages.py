@@ -1,0 +1,79 @@
+"""The three stages run on one policy (sim and real through the same code path), budgets, REINFORCE."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from train_helpers import FAST, small_args
+
+from agents.train import STAGE_WEIGHTS, TrainArgs, Trainer, read_metrics, summary_keys, train
+
+
+def test_three_stages_on_chainmm(tmp_path) -> None:
+    args = TrainArgs(graph="paper/chainmm", devices=4, stages=("il", "sim", "real"), il_episodes=8,
+                     sim_episodes=4, real_episodes=2, episodes_per_update=2, real_env_id="Doppler-Sim-v0",
+                     out=str(tmp_path), **{**FAST, "tensorboard": True})
+    summary = train(args)
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    for key in summary_keys():
+        assert key in saved, key
+    assert {s: d["episodes"] for s, d in saved["stages"].items()} == {"il": 8, "sim": 4, "real": 2}
+    for d in saved["stages"].values():
+        assert d["seconds"] > 0 and d["seconds_per_episode"] == pytest.approx(d["seconds"] / d["episodes"], abs=1e-3)
+    assert saved["stages"]["sim"]["updates"] == 2 and saved["stages"]["real"]["updates"] == 1
+    assert len(saved["assignment"]) == len(saved["order"]) == 76
+    assert sorted(saved["order"]) == list(range(76))
+    assert saved["makespan"] >= saved["lower_bound"] > 0
+    assert set(saved["baselines"]) == {"critical_path", "random"}
+    assert summary["makespan"] == saved["makespan"]
+    for name in ("checkpoint.pt", "policy_il.pt", "policy_sim.pt", "policy_real.pt", "gantt.png", "metrics.jsonl"):
+        assert (tmp_path / name).is_file(), name
+    assert any((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    stages = [r["stage"] for r in read_metrics(tmp_path) if r["kind"] == "episode"]
+    assert stages == ["il"] * 8 + ["sim"] * 4 + ["real"] * 2
+
+
+def test_reinforce_runs_and_updates_per_batch(tmp_path) -> None:
+    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=8, algo="reinforce",
+                      episodes_per_update=4, eval_every_episodes=4)
+    summary = train(args)
+    evals = [r["greedy_makespan"] for r in read_metrics(tmp_path) if r["kind"] == "eval"]
+    assert len(evals) == 3 and summary["best_eval"]["makespan"] == min(evals)
+    assert (tmp_path / "policy_best.pt").is_file()
+    assert summary["stages"]["sim"]["episodes"] == 8 and summary["stages"]["sim"]["updates"] == 2
+    rows = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "sim"]
+    assert len(rows) == 2 and all("loss" in r and "baseline" in r for r in rows)
+
+
+def test_budget_shares_follow_the_stage_weights(tmp_path) -> None:
+    trainer = Trainer(small_args(tmp_path, stages=("il", "sim", "real"), il_episodes=None, budget_minutes=1.0))
+    trainer._allot("il")
+    assert trainer.progress["il"].allotted_seconds == pytest.approx(60.0 * 1 / 6)
+    trainer.progress["il"].seconds = 4.0  # il stopped early (by episodes): sim and real share the rest
+    trainer._allot("sim")
+    assert trainer.progress["sim"].allotted_seconds == pytest.approx(56.0 * 3 / 5)
+    trainer.progress["sim"].seconds = 30.0
+    trainer._allot("real")
+    assert trainer.progress["real"].allotted_seconds == pytest.approx(26.0)
+    trainer.progress["real"].seconds = 13.0
+    assert trainer._fraction("real") == pytest.approx(0.5)
+    trainer.log.close()
+
+
+def test_a_budget_ends_the_stages(tmp_path) -> None:
+    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=None, budget_minutes=0.03))
+    il, sim = summary["stages"]["il"], summary["stages"]["sim"]
+    assert il["allotted_seconds"] == pytest.approx(0.03 * 60 * STAGE_WEIGHTS["il"] / 4.0)
+    assert il["episodes"] > 0 and il["seconds"] >= il["allotted_seconds"]
+    assert sim["allotted_seconds"] == pytest.approx(max(0.03 * 60 - il["seconds"], 0.0), abs=2e-3)
+    assert summary["budget_minutes"] == 0.03 and summary["budget_split"] == {"il": 0.25, "sim": 0.75}
+
+
+def test_invalid_arguments_are_reported() -> None:
+    with pytest.raises(ValueError, match="unknown stage"):
+        TrainArgs(stages=("il", "rl")).validate()
+    with pytest.raises(ValueError, match="order"):
+        TrainArgs(stages=("sim", "il")).validate()
+    with pytest.raises(ValueError, match="algo"):
+        TrainArgs(algo="a2c").validate()

@@ -1,0 +1,61 @@
+"""Shared helpers of the ``tests/agents/test_train_*`` tests (small, fast training runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from agents.train import Instance, TrainArgs
+
+# A 12-op random DAG on 2 devices: the critical-path teacher's makespan is the same for every way of
+# breaking its ties (checked in test_train_imitation), so a policy that follows the teacher matches it.
+SMALL_GRAPH = {"graph": "random", "graph_params": {"n_ops": 12, "levels": 4, "seed": 1}, "devices": 2}
+
+FAST = {
+    "progress": False, "tensorboard": False, "baselines": ("critical_path", "random"), "baseline_seconds": 0.2,
+    "sample_decodes": 2, "eval_every_episodes": 0, "il_envs": 4,
+}
+
+
+def small_args(out: Path, **overrides: object) -> TrainArgs:
+    """TrainArgs for a quick run on :data:`SMALL_GRAPH` writing to ``out``."""
+    fields = {**SMALL_GRAPH, **FAST, "out": str(out), "stages": ("il",), "il_episodes": 8}
+    fields.update(overrides)
+    return TrainArgs(**fields)
+
+
+def teacher_makespans(args: TrainArgs, rollouts: int = 10, seed: int = 0) -> list[float]:
+    """Makespans of the critical-path teacher with random tie-breaking, one per rollout."""
+    env = Instance.from_args(args).sim_env()
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(rollouts):
+        env.reset(seed=k)
+        done = False
+        while not done:
+            action = rng.choice(np.flatnonzero(env.unwrapped.teacher_mask()))
+            _, _, done, truncated, info = env.step(int(action))
+            done = done or truncated
+        out.append(info["makespan"])
+    return out
+
+
+def sample_observations(args: TrainArgs, n: int = 6, seed: int = 0) -> dict[str, np.ndarray]:
+    """``n`` batched observations (SEL and PLC phases) of the instance of ``args``, from random valid actions."""
+    env = Instance.from_args(args).sim_env()
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    seen = [obs]
+    while len(seen) < n:
+        action = rng.choice(np.flatnonzero(env.unwrapped.action_masks()))
+        obs, _, done, _, _ = env.step(int(action))
+        seen.append(obs)
+        if done:
+            obs, _ = env.reset()
+    return {k: np.stack([o[k] for o in seen]) for k in seen[0]}
+
+
+def replace(args: TrainArgs, **changes: object) -> TrainArgs:
+    return dataclasses.replace(args, **changes)
