@@ -126,6 +126,10 @@ class TrainArgs:
     """Keyword arguments of the policy class (JSON values only)."""
     device: str = "auto"
     """torch device of the policy (``auto``: CUDA when available)."""
+    torch_threads: int | None = 1
+    """torch intra-op threads while training (restored after). 1: the networks are small, and on a busy
+    CPU more threads are much slower (OpenMP threads spin for cores they share: with two other busy
+    processes on 2 cores, imitation on chainmm took 273 s with 2 threads, 7 s with 1); None = leave as is."""
 
     # --- stage 1: imitation (DAgger)
     il_lr: float = 1e-3
@@ -243,6 +247,8 @@ class TrainArgs:
             raise ValueError(f"il_beta_decay must be in (0, 1], got {self.il_beta_decay}")
         if not 0 < self.gamma <= 1:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be >= 1 or None, got {self.torch_threads}")
         if self.sample_decodes < 0:
             raise ValueError(f"sample_decodes must be >= 0, got {self.sample_decodes}")
 
@@ -790,6 +796,9 @@ class Trainer:
     # ------------------------------------------------------------------ driver
     def run(self) -> dict[str, Any]:
         """Run the remaining stages, then evaluate and write ``summary.json`` (unless interrupted)."""
+        threads = torch.get_num_threads()
+        if self.args.torch_threads:
+            torch.set_num_threads(self.args.torch_threads)
         try:
             _, info = self.eval_env.reset(seed=self.args.seed)
             self._reference, self._lower_bound = info["reference_makespan"], info["lower_bound"]
@@ -821,6 +830,7 @@ class Trainer:
             raise
         finally:
             self.log.close()
+            torch.set_num_threads(threads)
 
     def _extendable(self, stage: str) -> bool:
         """A finished stage runs again on resume only if it is the last one started and its
@@ -873,6 +883,11 @@ class Trainer:
             f = max(f, prog.seconds / prog.allotted_seconds if prog.allotted_seconds > 0 else 1.0)
         return min(f, 1.0)
 
+    def _out_of_time(self, stage: str, running: float = 0.0) -> bool:
+        """Whether the stage's budget share is spent, counting ``running`` seconds not yet booked."""
+        prog = self.progress[stage]
+        return prog.allotted_seconds is not None and prog.seconds + running >= prog.allotted_seconds
+
     def _stage_over(self, stage: str) -> bool:
         return self._fraction(stage) >= 1.0
 
@@ -910,6 +925,8 @@ class Trainer:
             n_updates = max(1, math.ceil(args.il_epochs * new_states / args.il_batch_size))
             stats: dict[str, list[float]] = {"cross_entropy": [], "accuracy": [], "entropy": [], "value_loss": []}
             for _ in range(n_updates):
+                if self._out_of_time("il", time.perf_counter() - t0):  # a budget binds between updates too
+                    break
                 obs, mask, teacher, returns = buffer.sample(args.il_batch_size, self.rng)
                 obs_t = obs_to_tensors(obs, policy.device)
                 mask_t = torch.as_tensor(mask, device=policy.device).bool()
@@ -935,7 +952,7 @@ class Trainer:
                                    learner_agreement=ep.agree / max(len(ep.rewards) - ep.teacher_steps, 1))
             self.log.write("update", "il", prog.updates, beta=beta, buffer=buffer.size,
                            **{k: float(np.mean(v)) for k, v in stats.items() if v})
-            bar.update(prog, len(episodes), ce=np.mean(stats["cross_entropy"]))
+            bar.update(prog, len(episodes), ce=np.mean(stats["cross_entropy"]) if stats["cross_entropy"] else math.nan)
             self._maybe_checkpoint("il")
         bar.close()
         if self._should_interrupt():
