@@ -1,0 +1,98 @@
+"""Three-stage DOPPLER training on one policy: imitation, simulator RL, real-system RL.
+
+A typed :class:`TrainArgs`, one readable function per stage (one module each), side effects gated
+by flags. The policy is any sb3-contrib ``MaskableActorCriticPolicy`` subclass
+for ``Doppler-Sim-v0`` observations: by default ``agents.policy.DopplerPolicy`` (the GNN dual
+policy) when it imports, else sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` (an MLP on the
+flattened padded observation, for development).
+
+Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
+
+1. ``il``: **imitation of the critical-path teacher**, DAgger style. ``il_envs`` episodes are rolled
+   in lockstep; at every step each env follows the teacher with probability ``beta`` (a uniformly
+   chosen teacher action) and the learner (a sample of its masked distribution) otherwise, with
+   ``beta`` decaying linearly from 1 to 0 over the first ``il_beta_decay`` of the stage. Every
+   visited state is stored with its valid-action mask and the teacher's action *set*
+   (``env.teacher_mask()``: all tied max-b-level ops in SEL, all tied earliest-start devices in
+   PLC), and minibatches from that buffer minimise ``-log sum_{a in teacher} pi(a|s)`` under the
+   masked distribution (both heads alike), minus ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x
+   the value error against the episode's return (so the critic is warm for stage 2).
+2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
+   (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
+   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a moving-average baseline, on
+   sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
+   ``rl_lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
+3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
+   with the same observation layout works, e.g. ``Doppler-Sim-v0`` in the tests).
+
+Budget: a stage ends when it has run its episodes (``il_episodes`` ...) or its share of
+``budget_minutes``, whichever comes first. The shares follow :data:`STAGE_WEIGHTS` (il 1, sim 3,
+real 2) over the stages still to run, recomputed at each stage start from the time left, so a stage
+that ends early (by episodes) leaves its time to the later ones: ``il,sim`` gives 25 % / 75 %,
+``il,sim,real`` 1/6, 3/6, 2/6. Without a budget, unset episode counts default to
+:data:`DEFAULT_EPISODES`; with a budget they are unbounded. The final evaluation (greedy and
+sampled decodes, the baselines with a ``baseline_seconds`` local search) runs after the budget.
+
+Outputs in ``out``: ``checkpoint.pt`` (written atomically at each stage end and every
+``checkpoint_minutes`` / ``checkpoint_every_updates``: policy weights, optimizer, stage counters,
+RNG states, the imitation buffer; ``resume=True`` continues from it; Ctrl-C writes it too),
+``policy_<stage>.pt`` (weights at each stage end), ``policy_best.pt`` (the best periodic greedy
+evaluation), ``metrics.jsonl`` (one JSON line per episode, update and evaluation),
+``tb/`` (TensorBoard), ``summary.json`` and ``gantt.png`` (the learned placement).
+
+Modules (one job each):
+
+- ``args``: :class:`TrainArgs`, the stage names and budget weights;
+- ``instance``: :class:`Instance` (graph, topology, sim config) and each stage's env;
+- ``policies``: policy classes by name, construction, weight transfer, masked action scores;
+- ``checkpoint``: atomic checkpoints, :func:`load_policy`, RNG states;
+- ``metrics``: stage counters, ``metrics.jsonl`` + TensorBoard, progress bars;
+- ``buffer``: the imitation :class:`StateBuffer`;
+- ``rollout``: lockstep greedy / sampled / DAgger episodes, :func:`decode`;
+- ``imitation``: stage 1 (the loss and the loop); ``rl``: stages 2 and 3 (MaskablePPO, REINFORCE);
+- ``summary``: the final evaluation and ``summary.json``; ``trainer``: :class:`Trainer`, :func:`train`.
+
+``agents.train`` re-exports every public name (``from agents.train import TrainArgs, Trainer, train``).
+
+>>> from agents.train import TrainArgs, train
+>>> summary = train(TrainArgs(graph="paper/chainmm", devices=4, stages=("il", "sim"), budget_minutes=8))
+"""
+
+from agents.training.args import DEFAULT_EPISODES, STAGE_WEIGHTS, STAGES, TrainArgs
+from agents.training.buffer import StateBuffer
+from agents.training.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_NAME,
+    CHECKPOINT_VERSION,
+    load_checkpoint,
+    load_policy,
+    save_checkpoint,
+    seed_everything,
+)
+from agents.training.imitation import imitation_loss
+from agents.training.instance import Instance, make_stage_env
+from agents.training.metrics import MetricLog, StageProgress, read_metrics
+from agents.training.policies import (
+    DOPPLER_POLICY,
+    FALLBACK_POLICY,
+    action_logits,
+    make_policy,
+    masked_logits,
+    obs_to_tensors,
+    policy_class_path,
+    resolve_policy_class,
+    stack_obs,
+    transfer_weights,
+)
+from agents.training.rollout import Episode, decode, rollout
+from agents.training.summary import summary_keys
+from agents.training.trainer import Trainer, train
+
+__all__ = [
+    "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CHECKPOINT_VERSION", "DEFAULT_EPISODES", "DOPPLER_POLICY",
+    "FALLBACK_POLICY", "STAGES", "STAGE_WEIGHTS", "Episode", "Instance", "MetricLog", "StageProgress",
+    "StateBuffer", "TrainArgs", "Trainer", "action_logits", "decode", "imitation_loss", "load_checkpoint",
+    "load_policy", "make_policy", "make_stage_env", "masked_logits", "obs_to_tensors", "policy_class_path",
+    "read_metrics", "resolve_policy_class", "rollout", "save_checkpoint", "seed_everything", "stack_obs",
+    "summary_keys", "train", "transfer_weights",
+]

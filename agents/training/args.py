@@ -1,0 +1,195 @@
+"""The arguments of a training run (:class:`TrainArgs`) and the stage constants."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from doppler_gym.envs.registration import REAL_ENV_ID
+
+STAGES = ("il", "sim", "real")
+STAGE_WEIGHTS = {"il": 1.0, "sim": 3.0, "real": 2.0}  # budget shares (normalised over the stages to run)
+DEFAULT_EPISODES = {"il": 300, "sim": 1000, "real": 200}  # per stage, when neither episodes nor a budget is set
+
+
+# ============================================================================ arguments
+@dataclass
+class TrainArgs:
+    """Everything a training run depends on (JSON-serialisable; stored in every checkpoint)."""
+
+    # --- the instance
+    graph: str = "paper/chainmm"
+    """A paper graph name (``paper/chainmm``), a workload name (``chainmm``) or a .txt/.json file."""
+    graph_params: dict = field(default_factory=dict)
+    """Workload generator parameters (``{"n_ops": 12}`` for ``random``)."""
+    devices: int | None = None
+    """``Topology.uniform(devices)``; default 4 (exclusive with ``topology``)."""
+    topology: str | None = None
+    """A topology preset name (``p100x4``, ``uniform8``) instead of ``devices``."""
+    sim_config: dict | None = None
+    """``SimConfig`` fields; ``None``: the reference model for paper graphs, ``SimConfig()`` otherwise."""
+
+    # --- the run
+    stages: tuple[str, ...] = ("il", "sim")
+    """Stages to run, in order, among ``il``, ``sim``, ``real``."""
+    out: str = "out/train"
+    """Output folder (checkpoints, logs, summary)."""
+    seed: int = 0
+    """Seeds Python, NumPy, torch, the envs and the baselines."""
+    budget_minutes: float | None = None
+    """Wall-clock budget of the training stages [min], split by ``STAGE_WEIGHTS``; None = episodes only."""
+    il_episodes: int | None = None
+    """Imitation episodes (None: unbounded under a budget, else ``DEFAULT_EPISODES``). Every stage
+    rounds up to whole iterations (``il_envs`` episodes for il, ``episodes_per_update`` for RL)."""
+    sim_episodes: int | None = None
+    """Simulator RL episodes (same rule)."""
+    real_episodes: int | None = None
+    """Real-system RL episodes (same rule)."""
+    resume: bool = False
+    """Continue from ``out/checkpoint.pt`` (counters, optimizer, RNG, buffer); a fresh run if it is missing."""
+    init: str | None = None
+    """Start from the weights of this checkpoint (another graph or device count: matching tensors only)."""
+    policy: str = "auto"
+    """``auto`` (DopplerPolicy if importable, else MultiInputPolicy), ``MultiInputPolicy``, or ``module:Class``."""
+    policy_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the policy class (JSON values only)."""
+    device: str = "auto"
+    """torch device of the policy (``auto``: CUDA when available)."""
+    torch_threads: int | None = 1
+    """torch intra-op threads while training (restored after). 1: the networks are small, and on a busy
+    CPU more threads are much slower (OpenMP threads spin for cores they share: with two other busy
+    processes on 2 cores, imitation on chainmm took 273 s with 2 threads, 7 s with 1); None = leave as is."""
+
+    # --- stage 1: imitation (DAgger)
+    il_lr: float = 1e-3
+    """Adam learning rate of imitation (the authors' config)."""
+    il_envs: int = 8
+    """Episodes rolled in lockstep per iteration (one batched policy call per step)."""
+    il_beta_decay: float = 0.5
+    """Fraction of the stage over which the teacher probability beta falls from 1 to 0."""
+    il_batch_size: int = 256
+    """States per gradient step."""
+    il_epochs: float = 4.0
+    """Gradient samples per newly visited state (updates per iteration = ceil(il_epochs * new / batch))."""
+    il_buffer_size: int = 10_000
+    """States kept (ring buffer of the most recent visits)."""
+    il_ent_coef: float = 1e-3
+    """Entropy bonus weight (the authors' imitation config)."""
+    il_vf_coef: float = 0.5
+    """Weight of the value regression on episode returns (warms the critic for RL; 0 = off)."""
+
+    # --- stages 2 and 3: RL
+    algo: str = "ppo"
+    """``ppo`` (sb3-contrib MaskablePPO) or ``reinforce`` (the paper's REINFORCE with a baseline)."""
+    rl_lr: float = 1e-3
+    """Initial learning rate. The paper's 1e-4 is for a loss summed over an episode's steps; PPO averages
+    them (on paper/chainmm, 3 minutes: 1e-3 reached 0.81 x critical path, 3e-4 and 1e-4 0.94)."""
+    rl_lr_final: float = 1e-4
+    """Learning rate at the end of a stage (linear decay by stage progress, as in the paper)."""
+    gamma: float = 1.0
+    """Discount; 1: the reward is terminal (the authors' hidden 0.99 down-weighted early steps)."""
+    gae_lambda: float = 1.0
+    """PPO's GAE lambda; 1 = Monte-Carlo returns minus the critic (with one terminal reward over 2 n_ops
+    steps, lambda < 1 lets an unsure critic mute the signal of early decisions: on paper/chainmm 0.95
+    did not improve on the imitation policy in 3 minutes, 1.0 did)."""
+    episodes_per_update: int = 4
+    """Whole episodes per update (PPO's n_steps = this x episode length; REINFORCE's batch)."""
+    ppo_epochs: int = 4
+    """PPO epochs per update."""
+    ppo_minibatch_episodes: float = 1.0
+    """PPO minibatch size, in episodes (x episode length steps)."""
+    clip_range: float = 0.2
+    """PPO clip range."""
+    ent_coef: float = 0.0
+    """Entropy bonus of RL (the authors' RL configs use 0)."""
+    vf_coef: float = 0.5
+    """PPO value loss weight."""
+    max_grad_norm: float = 0.5
+    """Gradient norm clip (PPO and REINFORCE)."""
+    target_kl: float | None = 0.05
+    """PPO early stop of an update's epochs (protects the imitation weights); None = off."""
+    reinforce_baseline_decay: float = 0.9
+    """REINFORCE: exponential moving average factor of the return baseline."""
+
+    # --- stage 3 env
+    real_env_id: str = REAL_ENV_ID
+    """Env id of stage 3 (made with the graph and device count, plus ``real_env_kwargs``)."""
+    real_env_kwargs: dict = field(default_factory=dict)
+    """Extra keyword arguments of the stage-3 env (``devices="cuda:0,1,2,3"``, ``repeats=3``, ...;
+    a ``sim_config`` given as a dict of SimConfig fields becomes a SimConfig)."""
+
+    # --- evaluation, logging, checkpoints
+    eval_every_episodes: int = 20
+    """Greedy decode in the simulator every this many training episodes (logged); 0 = off."""
+    sample_decodes: int = 16
+    """K sampled decodes of the final policy (the summary reports the best)."""
+    baselines: tuple[str, ...] = ("critical_path", "heft", "random", "local_search")
+    """Baselines of the summary (doppler_gym.baselines names)."""
+    baseline_seconds: float = 5.0
+    """Local search budget of the summary [s]."""
+    checkpoint_minutes: float = 5.0
+    """Write ``checkpoint.pt`` at least this often [min] (and at every stage end)."""
+    checkpoint_every_updates: int | None = None
+    """Also write it every this many updates (None = time only)."""
+    interrupt_after_episodes: int | None = None
+    """Simulate a kill: checkpoint and stop after this many episodes in this process (tests, job slots)."""
+    tensorboard: bool = True
+    """Write TensorBoard logs to ``out/tb``."""
+    progress: bool = True
+    """Show a progress bar per stage."""
+    verbose: int = 0
+    """SB3 verbosity."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stages, str):
+            self.stages = tuple(s.strip() for s in self.stages.split(",") if s.strip())
+        self.stages = tuple(self.stages)
+        self.baselines = tuple(self.baselines)
+
+    def validate(self) -> None:
+        """ValueError naming the bad field and what to give instead."""
+        if not self.stages:
+            raise ValueError(f"stages is empty; give some of {', '.join(STAGES)} (e.g. il,sim)")
+        for s in self.stages:
+            if s not in STAGES:
+                raise ValueError(f"unknown stage {s!r}; stages are {', '.join(STAGES)} (e.g. il,sim)")
+        if len(set(self.stages)) != len(self.stages):
+            raise ValueError(f"stages {','.join(self.stages)} repeat a stage")
+        if list(self.stages) != sorted(self.stages, key=STAGES.index):
+            raise ValueError(f"stages must keep the order il, sim, real; got {','.join(self.stages)}")
+        if self.devices is not None and self.topology is not None:
+            raise ValueError("give devices or topology, not both")
+        if self.devices is not None and self.devices < 1:
+            raise ValueError(f"devices must be >= 1, got {self.devices}")
+        if self.budget_minutes is not None and not self.budget_minutes > 0:
+            raise ValueError(f"budget_minutes must be > 0, got {self.budget_minutes}")
+        for s in STAGES:
+            n = self.episodes(s)
+            if n is not None and (not isinstance(n, (int, np.integer)) or n < 0):
+                raise ValueError(f"{s}_episodes must be an integer >= 0, got {n!r}")
+        if self.algo not in ("ppo", "reinforce"):
+            raise ValueError(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
+        for name in ("il_envs", "il_batch_size", "il_buffer_size", "episodes_per_update", "ppo_epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.il_beta_decay <= 1:
+            raise ValueError(f"il_beta_decay must be in (0, 1], got {self.il_beta_decay}")
+        if not 0 < self.gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise ValueError(f"torch_threads must be >= 1 or None, got {self.torch_threads}")
+        if self.sample_decodes < 0:
+            raise ValueError(f"sample_decodes must be >= 0, got {self.sample_decodes}")
+
+    def episodes(self, stage: str) -> int | None:
+        """The episode count set for ``stage`` (None = not set)."""
+        return getattr(self, f"{stage}_episodes")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["stages"] = list(self.stages)
+        out["baselines"] = list(self.baselines)
+        return out

@@ -1,0 +1,110 @@
+"""Stage 1: DAgger imitation of the critical-path teacher (the loss and the stage loop)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.training.buffer import StateBuffer
+from agents.training.instance import make_stage_env
+from agents.training.metrics import StageBar
+from agents.training.policies import NEG, action_logits, masked_logits, obs_to_tensors
+from agents.training.rollout import rollout
+
+if TYPE_CHECKING:
+    from agents.training.trainer import Trainer
+
+
+def imitation_loss(
+    logits: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor, ent_coef: float = 0.0
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``mean(-log sum_{a in teacher} pi(a|s)) - ent_coef * mean(entropy)`` under the masked softmax.
+
+    Args:
+        logits: ``(B, A)`` raw action scores.
+        mask: ``(B, A) bool`` valid actions.
+        teacher: ``(B, A) bool`` the teacher's (tied) actions, a non-empty subset of ``mask``.
+
+    Returns:
+        The loss and its parts as floats: ``cross_entropy``, ``entropy`` and ``accuracy`` (the
+        argmax is a teacher action).
+    """
+    scores = masked_logits(logits, mask)
+    log_z = torch.logsumexp(scores, -1)
+    log_t = torch.logsumexp(scores.masked_fill(~teacher, NEG), -1)
+    ce = (log_z - log_t).mean()
+    logp = scores - log_z[:, None]
+    entropy = -(logp.exp() * logp).sum(-1).mean()
+    loss = ce - ent_coef * entropy
+    with torch.no_grad():
+        acc = teacher.gather(1, scores.argmax(-1, keepdim=True)).float().mean()
+    return loss, {"cross_entropy": float(ce.detach()), "entropy": float(entropy.detach()), "accuracy": float(acc)}
+
+
+def run_imitation(trainer: Trainer) -> None:
+    """DAgger on the critical-path teacher's action sets (see the module docstring)."""
+    args, prog, policy = trainer.args, trainer.progress["il"], trainer.policy
+    envs = [make_stage_env(args, trainer.inst, "il") for _ in range(args.il_envs)]
+    buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.il_lr)
+    if trainer.resumed is not None and trainer.resumed.get("stage") == "il":
+        if trainer.resumed.get("optimizer_state") is not None:
+            optimizer.load_state_dict(trainer.resumed["optimizer_state"])
+        if trainer.resumed.get("il_buffer") is not None:
+            buffer.load_state_dict(trainer.resumed["il_buffer"])
+    trainer._stage_objects = {"optimizer": optimizer, "il_buffer": buffer}
+    bar = StageBar("il", trainer._episode_target("il"), prog, args.progress)
+    has_values = hasattr(policy, "predict_values") and args.il_vf_coef > 0
+    while not trainer._stage_over("il") and not trainer._should_interrupt():
+        t0 = time.perf_counter()
+        beta = max(0.0, 1.0 - trainer._fraction("il") / args.il_beta_decay)
+        seeds = [args.seed + 1_000_003 * (k + 1) + prog.episodes for k in range(len(envs))]
+        policy.set_training_mode(False)
+        episodes = rollout(policy, envs, seeds, mode="dagger", beta=beta, rng=trainer.rng, buffer=buffer)
+        new_states = 0
+        for ep in episodes:
+            buffer.set_return(ep.slots, ep.returns(args.gamma))
+            new_states += len(ep.slots)
+        # --- updates on the aggregated data
+        policy.set_training_mode(True)
+        n_updates = max(1, math.ceil(args.il_epochs * new_states / args.il_batch_size))
+        stats: dict[str, list[float]] = {"cross_entropy": [], "accuracy": [], "entropy": [], "value_loss": []}
+        for _ in range(n_updates):
+            if trainer._out_of_time("il", time.perf_counter() - t0):  # a budget binds between updates too
+                break
+            obs, mask, teacher, returns = buffer.sample(args.il_batch_size, trainer.rng)
+            obs_t = obs_to_tensors(obs, policy.device)
+            mask_t = torch.as_tensor(mask, device=policy.device).bool()
+            teach_t = torch.as_tensor(teacher, device=policy.device).bool() & mask_t
+            logits = action_logits(policy, obs_t)
+            loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef)
+            if has_values:
+                values = policy.predict_values(obs_t).flatten()
+                v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))
+                loss = loss + args.il_vf_coef * v_loss
+                parts["value_loss"] = float(v_loss.detach())
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            optimizer.step()
+            for k, v in parts.items():
+                stats[k].append(v)
+            prog.updates += 1
+        # --- bookkeeping
+        prog.seconds += time.perf_counter() - t0
+        for ep in episodes:
+            trainer._episode_done("il", ep.info, beta=beta,
+                                  learner_agreement=ep.agree / max(len(ep.rewards) - ep.teacher_steps, 1))
+        trainer.log.write("update", "il", prog.updates, beta=beta, buffer=buffer.size,
+                          **{k: float(np.mean(v)) for k, v in stats.items() if v})
+        bar.update(prog, len(episodes), ce=np.mean(stats["cross_entropy"]) if stats["cross_entropy"] else math.nan)
+        trainer._maybe_checkpoint("il")
+    bar.close()
+    if trainer._should_interrupt():
+        trainer.interrupted = True
+        trainer.checkpoint("il")

@@ -1,0 +1,96 @@
+"""The final evaluation: greedy and best-of-K decodes, the baselines, ``summary.json``, the Gantt chart."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from agents.training.args import STAGE_WEIGHTS
+from agents.training.metrics import write_json
+from agents.training.policies import policy_class_path
+from agents.training.rollout import decode, rollout
+
+if TYPE_CHECKING:
+    from agents.training.trainer import Trainer
+
+
+def write_summary(trainer: Trainer) -> dict[str, Any]:
+    """Greedy and sampled decodes, baselines, ``summary.json`` and the Gantt chart."""
+    from doppler_gym import baselines
+    from doppler_gym.sim.api import simulate
+    from doppler_gym.sim.gantt import plot_gantt
+
+    args, inst = trainer.args, trainer.inst
+    t0 = time.perf_counter()
+    policy = trainer.policy
+    policy.set_training_mode(False)
+    greedy = decode(policy, trainer.eval_env, greedy=True, seed=args.seed)
+    best = None
+    if args.sample_decodes:
+        envs = [inst.sim_env() for _ in range(args.sample_decodes)]
+        torch.manual_seed(args.seed)
+        eps = rollout(policy, envs, [args.seed] * len(envs), mode="sample")
+        best = min(eps, key=lambda e: e.makespan).info
+    results: dict[str, float] = {}
+    found = []
+    for name in args.baselines:
+        opts: dict[str, Any] = {}
+        if "seed" in baselines.options(name):
+            opts["seed"] = args.seed
+        if name == "local_search":
+            opts["seconds"] = args.baseline_seconds
+            if found:
+                opts["starts"] = list(found)
+        p = baselines.run(name, inst.graph, inst.topology, inst.config, **opts)
+        found.append(p)
+        results[name] = p.makespan
+    cp = results.get("critical_path", trainer._reference)
+    bound = trainer._lower_bound
+    priorities = None
+    if inst.config.queue_order == "priority":
+        priorities = np.empty(inst.graph.n_ops)
+        priorities[np.asarray(greedy["order"])] = np.arange(inst.graph.n_ops, dtype=np.float64)
+    trace = simulate(inst.graph, np.asarray(greedy["assignment"]), inst.topology, priorities=priorities,
+                     config=inst.config)
+    gantt = trainer.out / "gantt.png"
+    plot_gantt(trace, inst.graph, gantt, title=f"{inst.graph.name} on {inst.topology.name}: learned policy",
+               lower_bound=bound)
+    stages = {}
+    for s in args.stages:
+        p = trainer.progress[s]
+        stages[s] = {"episodes": p.episodes, "updates": p.updates, "env_steps": p.env_steps,
+                     "seconds": round(p.seconds, 3),
+                     "seconds_per_episode": p.seconds / p.episodes if p.episodes else None,
+                     "allotted_seconds": p.allotted_seconds,
+                     "best_training_makespan": p.best_makespan if math.isfinite(p.best_makespan) else None}
+    summary = {
+        "graph": inst.graph.name, "n_ops": inst.graph.n_ops, "topology": inst.topology.name,
+        "n_devices": inst.topology.n_devices, "time_unit": trace.time_unit,
+        "policy_class": policy_class_path(trainer.policy_class), "algo": args.algo, "seed": args.seed,
+        "makespan": float(greedy["makespan"]),
+        "assignment": np.asarray(greedy["assignment"]).tolist(), "order": np.asarray(greedy["order"]).tolist(),
+        "best_of_k": None if best is None else {
+            "k": args.sample_decodes, "makespan": float(best["makespan"]),
+            "assignment": np.asarray(best["assignment"]).tolist(), "order": np.asarray(best["order"]).tolist()},
+        "baselines": results, "critical_path": cp, "lower_bound": bound,
+        "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
+        "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
+        "best_eval": trainer.best_eval or None,
+        "stages": stages, "budget_minutes": args.budget_minutes,
+        "budget_split": {s: STAGE_WEIGHTS[s] / sum(STAGE_WEIGHTS[t] for t in args.stages) for s in args.stages},
+        "init": trainer.init_report, "checkpoint": str(trainer.ckpt_path), "gantt": str(gantt),
+        "eval_seconds": round(time.perf_counter() - t0, 3), "args": args.to_dict(),
+    }
+    write_json(trainer.out / "summary.json", summary)
+    return summary
+
+
+def summary_keys() -> tuple[str, ...]:
+    """Keys every ``summary.json`` has."""
+    return ("makespan", "assignment", "order", "best_of_k", "baselines", "lower_bound", "critical_path",
+            "ratio_to_critical_path", "stages", "gantt")
+
