@@ -517,9 +517,17 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             obs: a dict of batched tensors (as in a rollout buffer) or of numpy arrays (batched or
                 one observation).
         """
+        return self.logits_and_values(obs, score_all=score_all, values=False)[0]
+
+    def logits_and_values(
+        self, obs: Any, score_all: bool = False, values: bool = True
+    ) -> tuple[th.Tensor, th.Tensor | None]:
+        """:meth:`action_logits` and the value estimates ``(B, 1)`` from one encoding (the GNN runs
+        once for both; ``values=False`` skips the value head and returns ``None`` for it)."""
         obs_t = self._obs(obs)
         enc = self.features_extractor.encode(obs_t)
-        return self._logits(enc, obs_t, score_all=score_all)
+        logits = self._logits(enc, obs_t, score_all=score_all)
+        return logits, self.value_net(enc.value_features) if values else None
 
     # ---------------------------------------------------------------- SB3 API
     def forward(

@@ -120,3 +120,17 @@ def test_encoder_weights_do_not_depend_on_padding_sizes():
     assert shapes == {k: v.shape for k, v in b.state_dict().items()}
     assert isinstance(b.action_space, spaces.Discrete) and b.action_space.n == 208
     assert np.isfinite(sum(float(v.float().sum()) for v in a.state_dict().values()))
+
+
+def test_logits_and_values_share_one_encoding_and_match_the_separate_calls():
+    env, batch = mixed_batch()
+    policy = _policy(env)
+    stats = policy.features_extractor.static.stats
+    logits, values = policy.logits_and_values(batch)  # with grad: the GNN runs once per graph, for both
+    assert stats["graph_forwards"] == 2
+    assert values.shape == (logits.shape[0], 1) and logits.shape[1] == env.action_space.n
+    torch.testing.assert_close(logits, policy.action_logits(batch))
+    torch.testing.assert_close(values, policy.predict_values(batch))
+    only_logits, none = policy.logits_and_values(batch, values=False)
+    assert none is None
+    torch.testing.assert_close(only_logits, logits)

@@ -221,9 +221,25 @@ def test_usage_error_exit_code(capsys):
 
 
 # ---------------------------------------------------------------------- demo
-def test_demo_runs_the_baselines_on_the_default_graph(capsys, tmp_path):
+def test_demo_trains_on_the_default_graph_and_compares_with_the_baselines(capsys, tmp_path):
     out_dir = tmp_path / "demo"
-    code, out, _ = run(capsys, "demo", "--budget-seconds", "2", "--out", str(out_dir))
+    code, out, _ = run(capsys, "demo", "--budget-minutes", "0.05", "--out", str(out_dir))
+    assert code == 0, out
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["graph"] == "paper/chainmm" and summary["n_devices"] == 4 and summary["time_unit"] == "paper"
+    assert set(summary["stages"]) == {"il", "sim"} and all(s["episodes"] > 0 for s in summary["stages"].values())
+    assert {"critical_path", "heft", "random", "local_search"} <= set(summary["baselines"])
+    g = dg.load_graph("paper/chainmm")
+    learned = dg.simulate(g, summary["assignment"], config=dg.SimConfig.reference()).makespan
+    assert learned == summary["makespan"] >= summary["lower_bound"] - 1e-9
+    width, height = png_size(out_dir / "gantt.png")
+    assert width >= 800 and height >= 200
+    assert "learned policy (greedy)" in out and "critical_path" in out and "lower bound" in out
+
+
+def test_demo_baselines_only_runs_the_search_on_the_default_graph(capsys, tmp_path):
+    out_dir = tmp_path / "demo"
+    code, out, _ = run(capsys, "demo", "--baselines-only", "--budget-seconds", "2", "--out", str(out_dir))
     assert code == 0
     summary = json.loads((out_dir / "eval.json").read_text())
     rows = {r["name"]: r["makespan"] for r in summary["rows"]}
