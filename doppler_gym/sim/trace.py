@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 
+_TIME_FIELDS = ("start", "end", "edge_start", "edge_end")
+
+
 @dataclass(frozen=True, eq=False)
 class Trace:
     """Timeline of one execution of a placed graph. Times are in ``time_unit``.
@@ -31,6 +34,31 @@ class Trace:
     edge_end: np.ndarray
     n_devices: int
     time_unit: str
+
+    @classmethod
+    def _from_times(
+        cls, makespan: float, times: np.ndarray, n_ops: int, assignment: np.ndarray, n_devices: int, time_unit: str
+    ) -> Trace:
+        """The simulator's fast constructor: ``times`` is the kernel's ``(2n + 2E,)`` buffer (op
+        start, op end, edge start, edge end); the four array fields are views of it, made on
+        first access (a frozen dataclass otherwise pays ~1 us per call to set its fields)."""
+        self = object.__new__(cls)
+        self.__dict__.update(
+            makespan=float(makespan), assignment=assignment, n_devices=n_devices, time_unit=time_unit,
+            _times=times, _n_ops=n_ops,
+        )
+        return self
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # Only reached for attributes missing from __dict__: the lazy views of _from_times.
+        d = self.__dict__
+        if name in _TIME_FIELDS and "_times" in d:
+            times, n = d["_times"], d["_n_ops"]
+            n_edges = (times.shape[0] - 2 * n) // 2
+            d["start"], d["end"] = times[:n], times[n : 2 * n]
+            d["edge_start"], d["edge_end"] = times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :]
+            return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def device_busy(self) -> np.ndarray:

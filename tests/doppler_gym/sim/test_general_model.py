@@ -898,3 +898,72 @@ def test_valid_inputs_in_other_forms_are_accepted():
     assert dg.simulate_batch(_G, np.zeros((0, 3), int), topology=_T2).shape == (0,)
     # Priorities are ignored (not even checked) outside priority mode.
     assert dg.simulate(_G, [0, 1, 1], topology=_T2, priorities=[1.0]).makespan == ref
+
+
+# ---------------------------------------------------------------------------------------- fast path
+FAST_PATH_ERRORS = {
+    "int64 too short": (lambda: dg.simulate(_G, np.array([0, 1]), topology=_T2), ValueError, r"3 ops"),
+    "int32 too long": (lambda: dg.simulate(_G, np.zeros(4, np.int32)), ValueError, r"3 ops"),
+    "int64 negative": (lambda: dg.simulate(_G, np.array([0, -1, 1])), ValueError, r"negative|0 <= id"),
+    "int64 out of topology": (
+        lambda: dg.simulate(_G, np.array([0, 2, 1]), topology=_T2),
+        ValueError,
+        r"assignment\[1\] = 2.*2 devices",
+    ),
+    "int64 beyond int32": (lambda: dg.simulate(_G, np.array([0, 2**40, 1])), ValueError, r"device id"),
+    "int64 beyond implicit devices": (lambda: dg.simulate(_G, np.array([0, 300, 1])), ValueError, r"explicit Topology"),
+    "int32 topology a string": (
+        lambda: dg.simulate(_G, np.array([0, 1, 1], np.int32), topology="p100x4"),
+        TypeError,
+        r"Topology.preset",
+    ),
+    "int64 graph a string": (lambda: dg.simulate("ffnn", np.array([0, 1, 1])), TypeError, r"DataflowGraph"),
+    "int64 config a dict": (lambda: dg.simulate(_G, np.array([0, 1, 1]), config={}), TypeError, r"SimConfig"),
+    "int64 priority mode without priorities": (
+        lambda: dg.simulate(_G, np.array([0, 1, 1]), config=_PRIO),
+        ValueError,
+        r"needs priorities",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FAST_PATH_ERRORS))
+def test_fast_path_errors(case):
+    call, exc, match = FAST_PATH_ERRORS[case]
+    with pytest.raises(exc, match=match):
+        call()
+
+
+@pytest.mark.parametrize("config", [dg.SimConfig(), dg.SimConfig.reference(), dg.SimConfig(compute_jitter=0.3, seed=4)])
+def test_every_assignment_form_gives_the_same_trace(config):
+    g = _random_graph(11, "topology", n_ops=40)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 3, g.n_ops)
+    ref = dg.simulate(g, a.tolist(), config=config)  # the fully checked path
+    wide = np.stack([a, a]).T.astype(np.int32)
+    for form in (a, a.astype(np.int32), wide[:, 0], a.astype(np.int16), a.astype(np.float64), tuple(a.tolist())):
+        tr = dg.simulate(g, form, config=config)
+        assert tr.makespan == ref.makespan
+        assert tr.assignment.dtype == np.int32 and tr.assignment.flags.c_contiguous
+        for name in ("start", "end", "edge_start", "edge_end"):
+            np.testing.assert_array_equal(getattr(tr, name), getattr(ref, name))
+        assert tr.n_devices == ref.n_devices and tr.time_unit == ref.time_unit
+
+
+def test_trace_from_the_fast_path_behaves_like_a_dataclass():
+    import copy
+    import dataclasses
+    import pickle
+
+    tr = dg.simulate(_G, np.array([0, 1, 1]), topology=_T2)
+    fields = {f.name for f in dataclasses.fields(tr)}
+    assert set(dataclasses.asdict(tr)) == fields
+    again = dataclasses.replace(tr)
+    for other in (again, pickle.loads(pickle.dumps(tr)), copy.deepcopy(tr)):
+        assert other.makespan == tr.makespan
+        np.testing.assert_array_equal(other.end, tr.end)
+        np.testing.assert_array_equal(other.edge_start, tr.edge_start)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tr.nope  # noqa: B018
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tr.makespan = 1.0
