@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from agents.training.ablation import LEARN
+from agents.training.graphs import MIX
 from doppler_gym.envs.registration import REAL_ENV_ID
 
 STAGES = ("il", "sim", "real")
@@ -22,7 +24,23 @@ class TrainArgs:
 
     # --- the instance
     graph: str = "paper/chainmm"
-    """A paper graph name (``paper/chainmm``), a workload name (``chainmm``) or a .txt/.json file."""
+    """A paper graph name (``paper/chainmm``), a workload name (``chainmm``), a .txt/.json file, or
+    ``"mix"``: a new graph per training episode from ``graph_mix`` (see :mod:`agents.training.graphs`)."""
+    graph_mix: tuple[str, ...] = ()
+    """With ``graph="mix"``: graph specs ``NAME[:KEY=VALUE,...]`` drawn uniformly per episode; a value may
+    be a range ``LO..HI`` and a workload's unset ``seed`` is drawn (``random:n_ops=40..80``, ``chainmm``,
+    ``paper/ffnn``)."""
+    graph_eval: tuple[str, ...] = ()
+    """Held-out graph specs (fixed: no ranges) evaluated at the end (``summary["held_out"]``): greedy and
+    best-of-K decodes against critical path. With ``graph="mix"`` the first one is the main graph
+    (periodic evaluations, Gantt chart; the mix's first draw if none is given)."""
+    max_ops: int | None = None
+    """Observation padding [ops] with ``graph="mix"``; None = 1.25 x the largest sampled or held-out graph."""
+    max_edges: int | None = None
+    """Observation padding [edges] with ``graph="mix"`` (same rule)."""
+    learn: str = "both"
+    """Which decisions the policy learns: ``both`` (DOPPLER), ``sel`` (the critical-path teacher places: PLC
+    ablation off) or ``plc`` (the teacher selects); see :mod:`agents.training.ablation`."""
     graph_params: dict = field(default_factory=dict)
     """Workload generator parameters (``{"n_ops": 12}`` for ``random``)."""
     devices: int | None = None
@@ -148,6 +166,11 @@ class TrainArgs:
             self.stages = tuple(s.strip() for s in self.stages.split(",") if s.strip())
         self.stages = tuple(self.stages)
         self.baselines = tuple(self.baselines)
+        for name in ("graph_mix", "graph_eval"):  # "a;b" (CLI, --set) or a sequence
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = [t.strip() for t in value.split(";") if t.strip()]
+            setattr(self, name, tuple(value))
 
     def validate(self) -> None:
         """ValueError naming the bad field and what to give instead."""
@@ -181,6 +204,20 @@ class TrainArgs:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1 or None, got {self.torch_threads}")
+        if self.learn not in LEARN:
+            raise ValueError(f"learn must be one of {', '.join(LEARN)} (the decisions the policy learns), got {self.learn!r}")
+        if (self.graph == MIX) != bool(self.graph_mix):
+            raise ValueError("graph='mix' and graph_mix go together: give graph='mix' with graph_mix=[specs] "
+                             "(e.g. ['random:n_ops=40..80', 'chainmm']), or a single graph without graph_mix")
+        if self.graph == MIX and self.graph_params:
+            raise ValueError("graph_params do not apply to graph='mix'; put the parameters in the graph_mix specs")
+        if self.graph == MIX and "real" in self.stages:
+            raise ValueError("the real stage runs on one graph; train the mix with stages il,sim, then --init on the "
+                             "real graph")
+        for name in ("max_ops", "max_edges"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None, got {v!r}")
         if self.sample_decodes < 0:
             raise ValueError(f"sample_decodes must be >= 0, got {self.sample_decodes}")
 
@@ -192,4 +229,6 @@ class TrainArgs:
         out = dataclasses.asdict(self)
         out["stages"] = list(self.stages)
         out["baselines"] = list(self.baselines)
+        out["graph_mix"] = list(self.graph_mix)
+        out["graph_eval"] = list(self.graph_eval)
         return out

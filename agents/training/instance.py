@@ -1,34 +1,66 @@
-"""The training instance (graph, topology, simulator config) and the env of each stage."""
+"""The training instance (graph or graph mix, topology, simulator config) and the env of each stage."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 import doppler_gym  # noqa: F401  (registers the env ids)
+from agents.training.ablation import agent_steps, wrap_learn
 from agents.training.args import TrainArgs
+from agents.training.graphs import MIX, GraphMix, held_out_graphs, padding_for, parse_specs
 from doppler_gym.envs.registration import REAL_ENV_ID
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
 
-# ============================================================================ the instance
 @dataclass(frozen=True)
 class Instance:
-    """The graph, topology and simulator config every stage and the evaluation use."""
+    """What every stage and the evaluation run on.
+
+    Attributes:
+        graph: the main graph: the one graph trained on, or with ``graph="mix"`` the first held-out
+            graph (else the mix's first draw): periodic evaluations, the summary's placement, Gantt.
+        topology: the devices.
+        config: the simulator config of ``graph`` (``args.sim_config``, else its default: the
+            reference model for paper graphs).
+        learn: ``both`` / ``sel`` / ``plc`` (the env wrapper of :mod:`agents.training.ablation`).
+        mix: the per-episode graph generator of the training envs (``None``: train on ``graph``).
+        held_out: ``args.graph_eval`` built (fixed graphs).
+        padding: ``{"max_ops": .., "max_edges": ..}`` shared by every env of a mix (so one policy's
+            observation space fits all of them); empty for one graph (its own sizes).
+        mix_config: the SimConfig every mix env uses (``None``: each graph's default).
+    """
 
     graph: DataflowGraph
     topology: Topology
     config: SimConfig
+    learn: str = "both"
+    mix: GraphMix | None = None
+    held_out: tuple[DataflowGraph, ...] = ()
+    padding: dict[str, int] = field(default_factory=dict)
+    mix_config: SimConfig | None = None
 
     @classmethod
     def from_args(cls, args: TrainArgs) -> Instance:
         from doppler_gym import workloads
         from doppler_gym.envs.context import default_sim_config, resolve_graph
 
+        topology = Topology.preset(args.topology) if args.topology else Topology.uniform(args.devices or 4)
+        given = SimConfig(**args.sim_config) if args.sim_config is not None else None
+        held_out = tuple(held_out_graphs(parse_specs(args.graph_eval, "graph_eval"), args.seed))
+        if args.graph == MIX:
+            specs = parse_specs(args.graph_mix, "graph_mix")
+            max_ops, max_edges = padding_for(specs, held_out, args.seed, args.max_ops, args.max_edges)
+            mix = GraphMix(specs, max_ops, max_edges)
+            graph = held_out[0] if held_out else mix(np.random.default_rng(args.seed))
+            config = given or default_sim_config(graph)
+            return cls(graph, topology, config, args.learn, mix, held_out,
+                       {"max_ops": max_ops, "max_edges": max_edges}, given)
         if args.graph_params:
             if args.graph not in workloads.names():
                 raise ValueError(f"graph_params only apply to workloads ({', '.join(workloads.names())}), "
@@ -36,26 +68,56 @@ class Instance:
             graph = workloads.make(args.graph, **args.graph_params)
         else:
             graph = resolve_graph(args.graph)
-        topology = Topology.preset(args.topology) if args.topology else Topology.uniform(args.devices or 4)
-        config = SimConfig(**args.sim_config) if args.sim_config is not None else default_sim_config(graph)
-        return cls(graph, topology, config)
+        config = given or default_sim_config(graph)
+        padding = {}
+        if held_out:  # the held-out graphs are decoded by the same policy: one padding for all
+            padding = {"max_ops": max(g.n_ops for g in (graph, *held_out)),
+                       "max_edges": max(max(g.n_edges for g in (graph, *held_out)), 1)}
+        return cls(graph, topology, config, args.learn, None, held_out, padding, given)
 
-    def sim_env(self, **kwargs: Any) -> gym.Env:
-        """A ``Doppler-Sim-v0`` env on this instance."""
-        return gym.make("Doppler-Sim-v0", graph=self.graph, topology=self.topology, sim_config=self.config,
-                        disable_env_checker=True, **kwargs)
+    def sim_env(self, graph: DataflowGraph | None = None, learned: bool = True, **kwargs: Any) -> gym.Env:
+        """A ``Doppler-Sim-v0`` env on ``graph`` (default the main graph), with this instance's
+        padding, wrapped for the ablation (``learned=False``: the raw two-phase env)."""
+        graph = self.graph if graph is None else graph
+        config = self.config if graph is self.graph else (self.mix_config or _default_config(graph))
+        env = gym.make("Doppler-Sim-v0", graph=graph, topology=self.topology, sim_config=config,
+                       disable_env_checker=True, **self.padding, **kwargs)
+        return wrap_learn(env, self.learn) if learned else env
+
+    def train_env(self) -> gym.Env:
+        """The env of the ``il``/``sim`` stages: the mix (a new graph per reset) or the main graph."""
+        if self.mix is None:
+            return self.sim_env()
+        env = gym.make("Doppler-Sim-v0", graph=self.mix, topology=self.topology, sim_config=self.mix_config,
+                       disable_env_checker=True, **self.padding)
+        return wrap_learn(env, self.learn)
+
+    def episode_steps(self) -> int:
+        """Agent steps of one training episode (the mean over the mix's sizes is estimated from the
+        padding sample: ``max_ops / 1.25``)."""
+        if self.mix is None:
+            return agent_steps(self.graph.n_ops, self.learn)
+        return agent_steps(max(1, round(self.padding["max_ops"] / 1.25)), self.learn)
+
+
+def _default_config(graph: DataflowGraph) -> SimConfig:
+    from doppler_gym.envs.context import default_sim_config
+
+    return default_sim_config(graph)
 
 
 def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:
-    """The env of a stage: the simulator for ``il``/``sim``, ``args.real_env_id`` for ``real``."""
+    """The env of a stage: the simulator (or the mix) for ``il``/``sim``, ``args.real_env_id`` for ``real``."""
     if stage != "real":
-        return inst.sim_env()
+        return inst.train_env()
     kwargs = dict(args.real_env_kwargs)
     if isinstance(kwargs.get("sim_config"), dict):  # JSON form of a SimConfig
         kwargs["sim_config"] = SimConfig(**kwargs["sim_config"])
     if args.real_env_id == REAL_ENV_ID:
         kwargs.setdefault("topology", inst.topology.n_devices)
-        return gym.make(args.real_env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
-    kwargs.setdefault("topology", inst.topology)
-    kwargs.setdefault("sim_config", inst.config)
-    return gym.make(args.real_env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
+    else:
+        kwargs.setdefault("topology", inst.topology)
+        kwargs.setdefault("sim_config", inst.config)
+    kwargs = {**inst.padding, **kwargs}
+    env = gym.make(args.real_env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
+    return wrap_learn(env, inst.learn)

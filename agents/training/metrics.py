@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+NOT_SCALARS = frozenset({"graph_id"})  # metrics.jsonl fields kept out of TensorBoard (identifiers, not curves)
 
-# ============================================================================ bookkeeping
+
 @dataclass
 class StageProgress:
     """Counters of one stage (saved in every checkpoint; a resumed run continues them)."""
@@ -49,6 +50,8 @@ class MetricLog:
         self._file.flush()
         if self.writer is not None:
             for k, v in values.items():
+                if k in NOT_SCALARS:
+                    continue
                 if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool) and math.isfinite(v):
                     self.writer.add_scalar(f"{stage}/{k}", float(v), int(step))
 

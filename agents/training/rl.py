@@ -35,7 +35,7 @@ def run_ppo(trainer: Trainer, stage: str) -> None:
     envs = [make_stage_env(args, trainer.inst, stage) for _ in range(n_envs)]
     venv = DummyVecEnv([(lambda e=e: e) for e in envs])
     venv.seed(args.seed + 7919 * (STAGES.index(stage) + 1) + prog.episodes)
-    episode_len = 2 * trainer.inst.graph.n_ops  # every step is valid under masking
+    episode_len = trainer.inst.episode_steps()  # every step is valid under masking
     n_steps = episode_len * (args.episodes_per_update // n_envs)
     model = MaskablePPO(
         trainer.policy_class, venv, learning_rate=args.rl_lr, n_steps=n_steps,

@@ -7,19 +7,22 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from agents.training.args import STAGE_WEIGHTS
+from agents.training.evaluate import decode_graph, held_out_rows, mean_ratio
 from agents.training.metrics import write_json
 from agents.training.policies import policy_class_path
-from agents.training.rollout import decode, rollout
 
 if TYPE_CHECKING:
     from agents.training.trainer import Trainer
 
 
 def write_summary(trainer: Trainer) -> dict[str, Any]:
-    """Greedy and sampled decodes, baselines, ``summary.json`` and the Gantt chart."""
+    """Greedy and sampled decodes (main graph and held-out graphs), baselines, ``summary.json``, Gantt chart.
+
+    The summary's ``makespan`` / ``assignment`` / ``order`` are the greedy decode of the final policy
+    on the main graph; ``best_of_k`` the best of ``sample_decodes`` sampled decodes; ``held_out`` one
+    row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`)."""
     from doppler_gym import baselines
     from doppler_gym.sim.api import simulate
     from doppler_gym.sim.gantt import plot_gantt
@@ -27,14 +30,9 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     args, inst = trainer.args, trainer.inst
     t0 = time.perf_counter()
     policy = trainer.policy
-    policy.set_training_mode(False)
-    greedy = decode(policy, trainer.eval_env, greedy=True, seed=args.seed)
-    best = None
-    if args.sample_decodes:
-        envs = [inst.sim_env() for _ in range(args.sample_decodes)]
-        torch.manual_seed(args.seed)
-        eps = rollout(policy, envs, [args.seed] * len(envs), mode="sample")
-        best = min(eps, key=lambda e: e.makespan).info
+    decoded = decode_graph(policy, inst, None, args.sample_decodes, args.seed)
+    greedy, best = decoded["greedy"], decoded["best"]
+    held_out = held_out_rows(policy, inst, args.sample_decodes, args.seed) if inst.held_out else []
     results: dict[str, float] = {}
     found = []
     for name in args.baselines:
@@ -70,7 +68,8 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     summary = {
         "graph": inst.graph.name, "n_ops": inst.graph.n_ops, "topology": inst.topology.name,
         "n_devices": inst.topology.n_devices, "time_unit": trace.time_unit,
-        "policy_class": policy_class_path(trainer.policy_class), "algo": args.algo, "seed": args.seed,
+        "policy_class": policy_class_path(trainer.policy_class), "algo": args.algo, "learn": args.learn,
+        "seed": args.seed, "graph_mix": list(args.graph_mix) or None,
         "makespan": float(greedy["makespan"]),
         "assignment": np.asarray(greedy["assignment"]).tolist(), "order": np.asarray(greedy["order"]).tolist(),
         "best_of_k": None if best is None else {
@@ -79,7 +78,8 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         "baselines": results, "critical_path": cp, "lower_bound": bound,
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
-        "best_eval": trainer.best_eval or None,
+        "best_eval": trainer.best_eval or None, "held_out": held_out or None,
+        "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,
         "stages": stages, "budget_minutes": args.budget_minutes,
         "budget_split": {s: STAGE_WEIGHTS[s] / sum(STAGE_WEIGHTS[t] for t in args.stages) for s in args.stages},
         "init": trainer.init_report, "checkpoint": str(trainer.ckpt_path), "gantt": str(gantt),

@@ -246,11 +246,12 @@ class Trainer:
         self._episodes_this_run += 1
         makespan = float(info.get("makespan", math.nan))
         ref = float(info.get("reference_makespan", self._reference) or math.nan)
-        prog.env_steps += 2 * self.inst.graph.n_ops
+        prog.env_steps += 2 * len(info.get("assignment", ()))  # env steps of both phases = 2 n_ops
         prog.best_makespan = min(prog.best_makespan, makespan)
         step = self._global_episodes()
         self.log.write("episode", stage, step, stage_episode=prog.episodes, makespan=makespan,
-                       ratio_to_critical_path=makespan / ref if ref else math.nan, **extra)
+                       ratio_to_critical_path=makespan / ref if ref else math.nan,
+                       n_ops=len(info.get("assignment", ())), graph_id=int(info.get("graph_id", -1)), **extra)
         every = self.args.eval_every_episodes
         if every and step % every == 0:
             greedy = decode(self.policy, self.eval_env, greedy=True, seed=self.args.seed)

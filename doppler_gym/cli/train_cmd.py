@@ -13,6 +13,8 @@ import json
 import time
 from typing import Any
 
+import numpy as np
+
 from doppler_gym.cli import common
 
 STAGE_NAMES = ("il", "sim", "real")
@@ -28,6 +30,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     common.add_graph_argument(p)
     common.add_topology_arguments(p)
+    p.add_argument("--learn", choices=("both", "sel", "plc"), default="both",
+                   help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
+                   "plc (the teacher selects): the paper's ablations")
+    p.add_argument("--graph-mix", nargs="+", default=[], metavar="SPEC",
+                   help="with GRAPH = mix: graph specs NAME[:KEY=VALUE,...] drawn per training episode; a VALUE may "
+                   "be a range LO..HI and a workload's unset seed is drawn (e.g. random:n_ops=40..80 chainmm paper/ffnn)")
+    p.add_argument("--graph-eval", nargs="+", default=[], metavar="SPEC",
+                   help="held-out graph specs (fixed values) decoded at the end, against critical path "
+                   "(summary.json held_out); with GRAPH = mix the first is the main graph")
+    p.add_argument("--max-ops", type=int, metavar="N",
+                   help="observation padding for GRAPH = mix (default 1.25 x the largest sampled graph)")
     p.add_argument("--stages", default="il,sim", metavar="S,S",
                    help="stages to run, in order, among il, sim, real (default il,sim)")
     p.add_argument("--budget-minutes", type=float, metavar="M",
@@ -98,12 +111,26 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
     """The :class:`agents.train.TrainArgs` of the parsed flags."""
     from agents.train import TrainArgs
 
-    graph = common.graph_from_args(args)  # validates the name early, with the CLI's hints
-    config = common.config_from_args(args, graph)
+    mix = args.graph == "mix"
+    if mix != bool(args.graph_mix):
+        raise ValueError("GRAPH mix and --graph-mix go together (e.g. `doppler train mix --graph-mix "
+                         "random:n_ops=40..80 chainmm`)")
+    if mix:  # each graph keeps its default model unless a flag sets one
+        from agents.training.graphs import parse_specs
+
+        specs = parse_specs(args.graph_mix, "--graph-mix")  # validates the specs early
+        flags = args.reference or any(getattr(args, f, None) is not None
+                                      for f in ("link_model", "streams", "queue_order", "jitter"))
+        config = common.config_from_args(args, specs[0].build(np.random.default_rng(args.seed))) if flags else None
+    else:
+        graph = common.graph_from_args(args)  # validates the name early, with the CLI's hints
+        config = common.config_from_args(args, graph)
     episodes = parse_episodes(args.episodes)
     fields: dict[str, Any] = {
         "graph": args.graph, "graph_params": common.parse_params(args.param), "devices": args.devices,
-        "topology": args.topology, "sim_config": dataclasses.asdict(config),
+        "topology": args.topology, "sim_config": None if config is None else dataclasses.asdict(config),
+        "learn": args.learn, "graph_mix": tuple(args.graph_mix), "graph_eval": tuple(args.graph_eval),
+        "max_ops": args.max_ops,
         "stages": tuple(s.strip() for s in args.stages.split(",") if s.strip()), "out": args.out, "seed": args.seed,
         "budget_minutes": args.budget_minutes, "il_episodes": episodes.get("il"), "sim_episodes": episodes.get("sim"),
         "real_episodes": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
@@ -173,5 +200,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_section()
     table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / cp:.3f}" if cp else "-")
     console.print(table)
+    if summary.get("held_out"):
+        held = Table(title="held-out graphs: the policy's own decodes against critical path")
+        for label in ("graph", "ops", "greedy", "best of K", "critical path", "greedy / CP", "best / CP"):
+            held.add_column(label, justify="left" if label == "graph" else "right")
+        for r in summary["held_out"]:
+            best = r["best_of_k"]
+            held.add_row(r["graph"], str(r["n_ops"]), f"{r['greedy']:.6g}", "-" if best is None else f"{best:.6g}",
+                         f"{r['critical_path']:.6g}", f"{r['greedy_ratio_to_critical_path']:.3f}",
+                         "-" if best is None else f"{r['best_of_k_ratio_to_critical_path']:.3f}")
+        console.print(held)
     stages = ", ".join(f"{s}: {d['episodes']} episodes in {d['seconds']:.0f} s" for s, d in summary["stages"].items())
     console.print(f"stages: {stages}")
