@@ -18,6 +18,7 @@ enters a copy-capable switch (the switch multicasts). The results pass
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -29,7 +30,8 @@ from doppler_gym.comm.demand import Demand, canonical_kind
 from doppler_gym.comm.schedule import LinkTiming, Schedule, arrival_offset, epoch_length, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
-BRUTE_FORCE_GPUS = 9  # ring orders are enumerated up to this many GPUs, searched (2-opt) above
+BRUTE_FORCE_GPUS = 8  # ring orders are enumerated up to this many GPUs, searched (2-opt) above
+RING_STARTS = 8  # nearest-neighbour starts tried (each then improved by 2-opt)
 HOP_TIE = 1e-3  # per-hop cost added to route weights [epochs]: fewer hops win ties
 MAX_WAIT = 10**6  # epochs a segment may wait for capacity before we give up
 
@@ -93,45 +95,84 @@ class _Packer:
         self.offset = arrival_offset(topo, timing)
         self.counts = np.zeros((topo.n_links, 64), np.int64)
         self.sent: set[tuple[int, int, int]] = set()
+        self.epochs_of: dict[tuple[int, int], list[int]] = {}
         self.rows: list[tuple[int, int, int]] = []
         self.last_arrival = 0
 
-    def _fits(self, lk: int, k: int) -> bool:
-        b = int(self.beta[lk])
-        if k + b + 1 > self.counts.shape[1]:
-            grow = max(self.counts.shape[1], k + b + 1)
+    def _grow(self, upto: int) -> None:
+        if upto > self.counts.shape[1]:
+            grow = max(self.counts.shape[1], upto - self.counts.shape[1])
             self.counts = np.concatenate([self.counts, np.zeros((self.topo.n_links, grow), np.int64)], axis=1)
-        row = self.counts[lk]
-        for end in range(max(k, b), k + b + 1):
-            if row[end - b:end + 1].sum() + 1 > self.cap[lk]:
-                return False
-        return True
 
-    def _hop_ok(self, x: int, lk: int, k: int) -> bool:
-        if (x, lk, k) in self.sent:  # shared only when the head is a copy switch
-            head = int(self.topo.dst[lk])
-            return bool(self.topo.is_switch[head] and self.topo.copy_capable[head])
-        return self._fits(lk, k)
+    def _next_fit(self, lk: int, k: int) -> int:
+        """Smallest epoch >= ``k`` where one more send on ``lk`` keeps every window within capacity."""
+        b, cap = int(self.beta[lk]), int(self.cap[lk])
+        span = 256
+        if b == 0:
+            while True:
+                self._grow(k + span)
+                free = np.flatnonzero(self.counts[lk, k:k + span] < cap)
+                if free.size:
+                    return k + int(free[0])
+                k += span
+        while True:
+            self._grow(k + span + 2 * b + 1)
+            lo = max(0, k - b)
+            row = self.counts[lk, lo:k + span + b]
+            csum = np.concatenate([[0], np.cumsum(row)])
+            ends = np.arange(k, k + span + b)  # window end epochs that may contain a candidate
+            win = csum[ends - lo + 1] - csum[np.maximum(ends - b, lo) - lo]
+            bad_end = (win + 1 > cap) & (ends >= b)
+            # candidate c fits iff no bad window end in [max(c, b), c + b]
+            bad = np.concatenate([[0], np.cumsum(bad_end)])
+            cands = np.arange(k, k + span)
+            first = np.maximum(cands, b) - k
+            last = cands + b - k
+            n_bad = bad[last + 1] - bad[np.minimum(first, last + 1)]
+            ok = np.flatnonzero(n_bad == 0)
+            if ok.size:
+                return int(cands[ok[0]])
+            k += span
 
     def reserve(self, x: int, segment: list[int], ready: int) -> int:
         """Reserve ``segment`` for commodity ``x`` at the earliest start >= ``ready``; returns the
         epoch from which the segment's last node holds the chunk."""
-        for k0 in range(ready, ready + MAX_WAIT):
-            k, plan = k0, []
-            for lk in segment:
-                if not self._hop_ok(x, lk, k):
+        cum = [0]
+        for lk in segment[:-1]:
+            cum.append(cum[-1] + int(self.offset[lk]))
+        k0 = ready
+        for _ in range(MAX_WAIT):
+            plan, jump = [], None
+            for lk, c in zip(segment, cum):
+                k = k0 + c
+                if (x, lk, k) in self.sent:
+                    head = int(self.topo.dst[lk])
+                    if self.topo.is_switch[head] and self.topo.copy_capable[head]:
+                        plan.append((lk, k))  # shared: the copy switch multicasts
+                        continue
+                    jump = k0 + 1
+                    break
+                nxt = self._next_fit(lk, k)
+                head = int(self.topo.dst[lk])
+                if nxt != k and self.topo.is_switch[head] and self.topo.copy_capable[head]:
+                    shared = [e for e in self.epochs_of.get((x, lk), ()) if k < e < nxt]
+                    nxt = min(shared, default=nxt)  # an earlier send of x on lk could be shared
+                if nxt != k:
+                    jump = nxt - c
                     break
                 plan.append((lk, k))
-                k += int(self.offset[lk])
-            else:
+            if jump is None:
                 for lk, kk in plan:
                     if (x, lk, kk) not in self.sent:
                         self.sent.add((x, lk, kk))
+                        self.epochs_of.setdefault((x, lk), []).append(kk)
                         self.rows.append((x, lk, kk))
                         self.counts[lk, kk] += 1
-                self.last_arrival = max(self.last_arrival, k)
-                return k
-        raise RuntimeError(f"no capacity for commodity {x} within {MAX_WAIT} epochs")
+                arrival = k0 + cum[-1] + int(self.offset[segment[-1]])
+                self.last_arrival = max(self.last_arrival, arrival)
+                return arrival
+            k0 = jump
+        raise RuntimeError(f"no capacity for commodity {x} within {MAX_WAIT} tries")
 
     def sends(self) -> np.ndarray:
         return np.array(self.rows, dtype=np.int32).reshape(-1, 3)
@@ -157,8 +198,13 @@ def ring_order(topology: object, chunk_bytes: float, tau: float | None = None) -
     ``BRUTE_FORCE_GPUS`` GPUs, by nearest neighbour plus 2-opt above."""
     topo = comm_topology(topology)
     t = epoch_length(topo, chunk_bytes, "fast") if tau is None else epoch_length(topo, chunk_bytes, tau)
-    timing = link_timing(topo, t, chunk_bytes)
-    weight = _route_weight(topo, timing)
+    weight = _route_weight(topo, link_timing(topo, t, chunk_bytes))
+    return _ring_order(topo, tuple(weight.tolist())).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _ring_order(topo: CommTopology, weight_key: tuple[float, ...]) -> np.ndarray:
+    weight = np.array(weight_key)
     gpus = topo.gpus.astype(np.int64)
     n = gpus.shape[0]
     if n <= 2:
@@ -178,7 +224,7 @@ def ring_order(topology: object, chunk_bytes: float, tau: float | None = None) -
                 best, best_score = order, s
         return gpus[best]
     best, best_score = None, (math.inf, math.inf)
-    for start in range(n):
+    for start in range(min(n, RING_STARTS)):
         order = [start]
         left = set(range(n)) - {start}
         while left:
@@ -241,11 +287,15 @@ def ring_schedule(topology: object, demand: Demand, chunk_bytes: float, tau: flo
         hops = int(((pos[wanted] - p) % n).max()) if wanted.size else 0
         if hops:
             heapq.heappush(heap, (0, next(tie), x, p, hops))
+    missing = [set(np.flatnonzero(demand.wants[x]).tolist()) for x in range(demand.n_commodities)]
     while heap:
         ready, _, x, p, hops = heapq.heappop(heap)
         for seg in hop_segments[p]:
             ready = packer.reserve(x, seg, ready)
-        if hops > 1:
+            missing[x].discard(int(topo.dst[seg[-1]]))  # routes may pass wanted GPUs early
+            if not missing[x]:
+                break
+        if hops > 1 and missing[x]:
             heapq.heappush(heap, (ready, next(tie), x, (p + 1) % n, hops - 1))
     return Schedule(
         topology=topo, demand=demand, chunk_bytes=chunk_bytes, tau=t, epochs=packer.last_arrival,
