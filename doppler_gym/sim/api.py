@@ -78,14 +78,20 @@ def _run_single(
     ctx: tuple, graph: DataflowGraph, assign: np.ndarray, topo_devices: int, priorities: object | None, config: SimConfig
 ) -> Trace:
     """Simulate a checked ``(n,) int32`` assignment; returns a :class:`Trace` over one times buffer."""
-    n, n_times, meta, ints, floats, prio, comp_factor, edge_factor, time_unit = ctx
-    if config.queue_order == "priority":
-        prio = _check_priorities(graph, priorities, config, n_rows=1)[0]
-    if comp_factor is None:
-        cf, ef = _jitter(graph, config, rows=1)
-        comp_factor, edge_factor = cf[0], ef[0]
+    n, n_times, meta, ints, floats, time_unit = ctx
+    if config.queue_order == "priority" or config.has_jitter:
+        floats = floats.copy()  # this call's rows replace the packed defaults
+        if config.queue_order == "priority":
+            o = meta[kernels.M_PRIO]
+            floats[o : o + n] = _check_priorities(graph, priorities, config, n_rows=1)[0]
+        if config.has_jitter:
+            comp_factor, edge_factor = _jitter(graph, config, rows=1)
+            o = meta[kernels.M_COMP_FACTOR]
+            floats[o : o + n] = comp_factor[0]
+            o = meta[kernels.M_EDGE_FACTOR]
+            floats[o : o + n_times // 2 - n] = edge_factor[0]
     times = np.empty(n_times, np.float64)
-    makespan = kernels.run_one(meta, ints, floats, prio, comp_factor, edge_factor, assign, times)
+    makespan = kernels.run_packed(meta, ints, floats, assign, times)
     return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit)
 
 
@@ -99,22 +105,15 @@ def _context(graph: DataflowGraph, topology: Topology | None, n_devices: int, co
 
     Cached by object identity (the entry keeps the objects alive, so their ids stay theirs);
     :func:`~doppler_gym.sim.packing.pack` behind it caches by value. Returns ``(n_ops,
-    2 n_ops + 2 n_edges, meta, ints, floats, unused priorities (n,), comp factors (n,) or None
-    with jitter, edge factors (E,) or None, time unit)``.
+    2 n_ops + 2 n_edges, meta, ints, floats, time unit)``.
     """
     key = (id(graph), id(topology), n_devices, id(config))
     entry = _CONTEXTS.get(key)
     if entry is not None and entry[0] is graph and entry[1] is topology and entry[2] is config:
         return entry[3]
     meta, ints, floats = pack(graph, topology, n_devices, config)
-    if config.has_jitter:
-        comp_factor = edge_factor = None
-    else:
-        cf, ef = _unit_factors(graph)
-        comp_factor, edge_factor = cf[0], ef[0]
     n = graph.n_ops
-    n_times = 2 * n + 2 * graph.n_edges
-    ctx = (n, n_times, meta, ints, floats, _unused_priorities(graph)[0], comp_factor, edge_factor, config.time_unit)
+    ctx = (n, 2 * n + 2 * graph.n_edges, meta, ints, floats, config.time_unit)
     if len(_CONTEXTS) >= 64:
         _CONTEXTS.clear()
     _CONTEXTS[key] = (graph, topology, config, ctx)

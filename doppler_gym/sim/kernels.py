@@ -50,7 +50,8 @@ FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a s
 M_N, M_E, M_D, M_STREAMS, M_LINK_FIFO, M_PRIORITY = 0, 1, 2, 3, 4, 5
 M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX_HOPS = 6, 7, 8, 9, 10, 11, 12, 13
 M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
-META_LEN = 22
+M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
+META_LEN = 25
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -143,22 +144,43 @@ def value_range(values):
 # ---------------------------------------------------------------- workspace
 @njit(cache=True)
 def alloc_workspace(meta):
-    """Scratch arrays for :func:`run`; reusable across runs of the same packed problem."""
+    """Scratch arrays for :func:`run`; reusable across runs of the same packed problem.
+
+    Two allocations (one 8-byte, one 4-byte buffer) carved into views: an allocation costs
+    about as much as simulating a few ops of a paper graph.
+    """
     n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
     n_links = n_dev * n_dev
     hops = meta[M_MAX_HOPS]
-    fifo = np.empty(4 * n + (2 + hops) * n_edges + 1, np.int64)
-    heap_time = np.empty(n + n_edges + 1, np.float64)
-    heap_key = np.empty(n + n_edges + 1, np.int64)
-    heap_code = np.empty(n + n_edges + 1, np.int64)
-    q_key = np.empty(n, np.float64)  # device queues: priority
-    q_seq = np.empty(n, np.int64)  # device queues: request order
-    q_op = np.empty(n, np.int64)
-    dev_i32 = np.empty(4 * n_dev, np.int32)  # q_base, q_head, q_len, free_streams
-    link_i32 = np.empty(4 * n_links + 1, np.int32)  # l_base (n_links+1), l_head, l_tail, l_busy
-    l_queue = np.empty(max(1, n_edges * hops), np.int32)
-    edge_i32 = np.empty(n_edges, np.int32)  # current hop of each transfer
-    missing = np.empty(n, np.int32)
+    n_fifo = 4 * n + (2 + hops) * n_edges + 1
+    n_heap = n + n_edges + 1
+    n_lq = max(1, n_edges * hops)
+    w64 = np.empty(n_fifo + 3 * n_heap + 3 * n, np.int64)
+    w32 = np.empty(4 * n_dev + 4 * n_links + 1 + n_lq + n_edges + n, np.int32)
+    o = 0
+    fifo = w64[o : o + n_fifo]
+    o += n_fifo
+    heap_time = w64[o : o + n_heap].view(np.float64)
+    o += n_heap
+    heap_key = w64[o : o + n_heap]
+    o += n_heap
+    heap_code = w64[o : o + n_heap]
+    o += n_heap
+    q_key = w64[o : o + n].view(np.float64)  # device queues: priority
+    o += n
+    q_seq = w64[o : o + n]  # device queues: request order
+    o += n
+    q_op = w64[o : o + n]
+    o = 0
+    dev_i32 = w32[o : o + 4 * n_dev]  # q_base, q_head, q_len, free_streams
+    o += 4 * n_dev
+    link_i32 = w32[o : o + 4 * n_links + 1]  # l_base (n_links+1), l_head, l_tail, l_busy
+    o += 4 * n_links + 1
+    l_queue = w32[o : o + n_lq]
+    o += n_lq
+    edge_i32 = w32[o : o + n_edges]  # current hop of each transfer
+    o += n_edges
+    missing = w32[o : o + n]
     return (fifo, heap_time, heap_key, heap_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_i32, missing)
 
 
@@ -473,6 +495,21 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 @njit(cache=True)
 def run_one(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times):
     """:func:`run` with a fresh workspace."""
+    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
+
+
+@njit(cache=True)
+def run_packed(meta, ints, floats, assignment, times):
+    """:func:`run_one` with the per-op rows taken from ``floats`` (offsets ``meta[M_PRIO]``,
+    ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments, since Numba's dispatch
+    costs about as much per argument as simulating an op."""
+    n, n_edges = meta[M_N], meta[M_E]
+    o = meta[M_PRIO]
+    priority = floats[o : o + n]
+    o = meta[M_COMP_FACTOR]
+    comp_factor = floats[o : o + n]
+    o = meta[M_EDGE_FACTOR]
+    edge_factor = floats[o : o + n_edges]
     return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
