@@ -25,6 +25,13 @@ Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
 3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
    with the same observation layout works, e.g. ``Doppler-Sim-v0`` in the tests).
 
+Ablations (``learn``): ``"sel"`` trains SEL only while the critical-path teacher places, ``"plc"``
+PLC only while the teacher selects (:mod:`agents.training.ablation`: the teacher's steps are
+played inside the env wrapper, so the buffer, PPO and REINFORCE only see the learned decisions).
+Generalisation: ``graph="mix"`` with ``graph_mix`` specs draws a new graph per training episode,
+and ``graph_eval`` graphs are decoded at the end (:mod:`agents.training.graphs`); ``init``
+fine-tunes a checkpoint on another graph or device count.
+
 Budget: a stage ends when it has run its episodes (``il_episodes`` ...) or its share of
 ``budget_minutes``, whichever comes first. The shares follow :data:`STAGE_WEIGHTS` (il 1, sim 3,
 real 2) over the stages still to run, recomputed at each stage start from the time left, so a stage
@@ -43,13 +50,15 @@ evaluation), ``metrics.jsonl`` (one JSON line per episode, update and evaluation
 Modules (one job each):
 
 - ``args``: :class:`TrainArgs`, the stage names and budget weights;
-- ``instance``: :class:`Instance` (graph, topology, sim config) and each stage's env;
+- ``instance``: :class:`Instance` (graph or mix, topology, sim config) and each stage's env;
+- ``ablation``: ``learn`` = both / sel / plc (:class:`TeacherPhase`); ``graphs``: graph specs, the mix;
 - ``policies``: policy classes by name, construction, weight transfer, masked action scores;
 - ``checkpoint``: atomic checkpoints, :func:`load_policy`, RNG states;
 - ``metrics``: stage counters, ``metrics.jsonl`` + TensorBoard, progress bars;
 - ``buffer``: the imitation :class:`StateBuffer`;
 - ``rollout``: lockstep greedy / sampled / DAgger episodes, :func:`decode`;
 - ``imitation``: stage 1 (the loss and the loop); ``rl``: stages 2 and 3 (MaskablePPO, REINFORCE);
+- ``evaluate``: greedy and best-of-K decodes on any graph, held-out rows;
 - ``summary``: the final evaluation and ``summary.json``; ``trainer``: :class:`Trainer`, :func:`train`.
 
 ``agents.train`` re-exports every public name (``from agents.train import TrainArgs, Trainer, train``).
