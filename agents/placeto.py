@@ -1,0 +1,191 @@
+"""Placeto (Addanki et al. 2019) as a learned baseline: one op per step in topological order, REINFORCE.
+
+The MDP: the ops are visited in a fixed topological order (``doppler_gym.topological_order``, the
+op ids for the paper files); at step ``t`` the agent chooses the device of op ``order[t]`` seeing
+the partly placed graph (:class:`~agents.placeto_policy.PlacetoNet`, GNN recomputed every step);
+after the last op the simulator runs the assignment and ``-makespan / reference`` (the
+critical-path heuristic's makespan) is the episode's only reward.
+
+Training: **REINFORCE with a baseline**, ``B`` episodes rolled in lockstep per update (one batched
+network call per step), advantage = the episode's reward minus the batch mean, divided by the
+batch standard deviation; plus an entropy bonus. Why not MaskablePPO through
+:class:`~doppler_gym.envs.wrappers.PlaceOnly`: that wrapper's SEL is the critical-path heuristic
+(highest b-level), not Placeto's fixed topological order, and its per-step observation (padded
+``Dict``, estimated schedule, device features) is work Placeto does not use; here a step is one
+network call and the transitions are trivial (write one device), so the sequential GNN calls are
+the whole cost. Log-probabilities are kept with their graph during the rollout, so an update costs
+one forward and one backward pass over the ``B x n`` step graphs (the paper's Placeto also
+re-embeds at every step, which is why it is the slowest learned method).
+
+Evaluation: the greedy decode (argmax device at every step) is simulated every
+``eval_every_updates`` updates (the learning curve); at the end ``final_samples`` sampled decodes
+too. The result's placement is the best of those (see :class:`~agents.learned_result.LearnedResult`).
+
+>>> from agents.placeto import train_placeto
+>>> res = train_placeto("paper/chainmm", 4, budget_seconds=60)
+>>> res.makespan, res.assignment.shape
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agents.learned_common import TrainingRun, check_budget, resolve_instance, torch_threads
+from agents.learned_result import LearnedResult
+from agents.placeto_policy import PlacetoGraph, PlacetoNet
+from agents.train import seed_everything
+from doppler_gym.graph.analysis import topological_order
+from doppler_gym.sim.config import SimConfig
+
+NAME = "placeto"
+
+
+@dataclass
+class PlacetoArgs:
+    """Hyperparameters of :func:`train_placeto` (defaults: what learns well within a minute or two)."""
+
+    hidden_dim: int = 32
+    """Node embedding width."""
+    n_layers: int = 3
+    """Message-passing layers (Placeto: k = 3)."""
+    head_dim: int = 32
+    """Hidden width of the device head (Placeto: 32)."""
+    max_devices: int | None = None
+    """Output width of the device head; None = the instance's device count."""
+    lr: float = 1e-2
+    """Adam learning rate (paper/chainmm, 60 s: 1e-2 reached the critical-path heuristic's 1600,
+    3e-3 2100-2300)."""
+    episodes_per_update: int = 8
+    """Episodes rolled in lockstep per REINFORCE update (the batch of the baseline)."""
+    ent_coef: float = 0.0
+    """Entropy bonus weight (entropy per step, averaged over steps). 0: on paper/chainmm the policy
+    stays near uniform for hundreds of episodes anyway (random spreading is a local optimum);
+    1e-2 held it there."""
+    max_grad_norm: float = 1.0
+    """Gradient norm clip."""
+    eval_every_updates: int = 5
+    """Greedy decode (curve point, best tracking, checkpoint) every this many updates."""
+    final_samples: int = 16
+    """Sampled decodes of the final policy."""
+    torch_threads: int | None = 1
+    """torch intra-op threads while training (restored after); None = leave as is."""
+
+
+def rollout(
+    net: PlacetoNet, graph: PlacetoGraph, batch: int, greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Place ``batch`` episodes op by op in ``graph.order``.
+
+    Gradients flow into the returned log-probabilities when grad mode is on.
+
+    Returns:
+        assignment: ``(batch, n) int64`` device of each op (all usable devices);
+        log_prob: ``(batch,)`` sum over the steps of the chosen devices' log-probabilities;
+        entropy: ``(batch,)`` mean over the steps of the policy's entropy.
+    """
+    n = graph.n_ops
+    placement = torch.full((batch, n), -1, dtype=torch.int64)
+    log_prob = torch.zeros(batch)
+    entropy = torch.zeros(batch)
+    for c in graph.order.tolist():
+        logits = net(graph, placement, c)
+        logp = torch.log_softmax(logits, dim=-1)
+        if greedy:
+            action = logp.argmax(-1)
+        else:
+            action = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        log_prob = log_prob + logp.gather(1, action.unsqueeze(1)).squeeze(1)
+        entropy = entropy - (logp.exp() * logp).sum(-1)
+        placement = placement.clone()
+        placement[:, c] = action
+    return placement, log_prob, entropy / max(n, 1)
+
+
+def train_placeto(
+    graph: object,
+    topology: object,
+    sim_config: SimConfig | dict | None = None,
+    *,
+    budget_seconds: float | None = 60.0,
+    episodes: int | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    args: PlacetoArgs | None = None,
+) -> LearnedResult:
+    """Train Placeto on one instance in the simulator and return its best decoded placement.
+
+    Args:
+        graph: a DataflowGraph, a paper graph name (``"paper/chainmm"``), a workload name or a file.
+        topology: a device count, a preset name (``"p100x4"``) or a Topology.
+        sim_config: the simulator model (SimConfig or a dict of its fields); None = the reference
+            model for paper graphs, ``SimConfig()`` otherwise.
+        budget_seconds: wall-clock training limit [s], checked between updates (the final
+            evaluation comes after it); None = episodes only.
+        episodes: training episodes (rounded up to whole updates of ``episodes_per_update``);
+            None = until the budget ends. Give ``episodes`` for a reproducible run: with only a
+            budget, how far training gets depends on the machine's speed.
+        seed: seeds the network's initialisation and the sampled actions; the same seed and the
+            same ``episodes`` give the same result.
+        out: folder for ``checkpoint.pt`` (atomic, at every evaluation and at the end; readable by
+            ``agents.train.load_checkpoint``), ``metrics.jsonl`` and ``result.json``; None = no files.
+        args: hyperparameters (:class:`PlacetoArgs`).
+    """
+    args = args or PlacetoArgs()
+    check_budget(budget_seconds, episodes, "train_placeto")
+    inst = resolve_instance(graph, topology, sim_config, "train_placeto")
+    order = topological_order(inst.graph).astype(np.int64)
+    with torch_threads(args.torch_threads):
+        seed_everything(seed)
+        gen = torch.Generator().manual_seed(seed)
+        run = TrainingRun(NAME, inst, order, budget_seconds, episodes, out, seed)
+        pgraph = PlacetoGraph.from_context(run.ctx, order)
+        net = PlacetoNet(args.max_devices or inst.topology.n_devices, args.hidden_dim, args.n_layers, args.head_dim)
+        opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+        ref = run.ctx.reference_makespan or 1.0
+
+        def greedy_eval() -> float:
+            with torch.no_grad():
+                assignment, _, _ = rollout(net, pgraph, 1, greedy=True)
+            return float(run.decoded(assignment.numpy(), greedy=True)[0])
+
+        greedy_eval()
+        while not run.done():
+            assignment, log_prob, entropy = rollout(net, pgraph, args.episodes_per_update, generator=gen)
+            makespans = run.evaluate(assignment.numpy())
+            reward = torch.as_tensor(-makespans / ref, dtype=torch.float32)
+            adv = reward - reward.mean()
+            adv = adv / (adv.std(unbiased=False) + 1e-8) if adv.numel() > 1 else adv
+            loss = -(adv * log_prob).mean() - args.ent_coef * entropy.mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
+            opt.step()
+            run.training_batch(makespans, loss=float(loss.detach()), entropy=float(entropy.detach().mean()))
+            if run.updates % args.eval_every_updates == 0:
+                greedy_eval()
+                run.checkpoint(net, opt, net.kwargs())
+        final_greedy = greedy_eval()
+        with torch.no_grad():
+            samples, _, _ = rollout(net, pgraph, args.final_samples, generator=gen)
+        best_sampled = float(run.decoded(samples.numpy(), greedy=False).min())
+        run.checkpoint(net, opt, net.kwargs())
+        return run.result(final_greedy, best_sampled)
+
+
+def load_placeto(checkpoint: str | Path | dict) -> PlacetoNet:
+    """The network of a :func:`train_placeto` checkpoint (``out/checkpoint.pt`` or its folder)."""
+    from agents.train import load_checkpoint
+
+    payload = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
+    if payload.get("agent") != NAME:
+        raise ValueError(f"load_placeto: the checkpoint is from {payload.get('agent', 'DOPPLER training')!r}, "
+                         f"not from train_placeto")
+    net = PlacetoNet(**payload["net_kwargs"])
+    net.load_state_dict(payload["policy_state"])
+    net.eval()
+    return net

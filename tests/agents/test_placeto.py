@@ -1,0 +1,159 @@
+"""Placeto baseline: network shapes, masks, a short training run, determinism, checkpoints, learning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import doppler_gym as dg
+from agents.learned_common import Evaluator, instance_context, resolve_instance
+from agents.learned_result import LearnedResult
+from agents.placeto import PlacetoArgs, load_placeto, rollout, train_placeto
+from agents.placeto_policy import NEG_LOGIT, PlacetoGraph, PlacetoNet
+from agents.train import load_checkpoint
+
+FAST = PlacetoArgs(hidden_dim=16, n_layers=2, head_dim=16, episodes_per_update=4, eval_every_updates=2,
+                   final_samples=4)
+
+
+def tiny_graph() -> dg.DataflowGraph:
+    return dg.workloads.make("random", n_ops=10, seed=3)
+
+
+def comm_chain(n: int = 10) -> dg.DataflowGraph:
+    """A chain whose transfers (10 units) dwarf its ops (1 unit): the best placement keeps every op on
+    one device (makespan n), a uniformly random one pays ~ (n - 1) / 2 transfers."""
+    return dg.DataflowGraph(src=np.arange(n - 1), dst=np.arange(1, n), flops=np.full(n, 1e10),
+                            out_bytes=np.full(n, 1e11), name="comm_chain", units="paper")
+
+
+def placeto_graph(graph: dg.DataflowGraph, devices: int) -> PlacetoGraph:
+    inst = resolve_instance(graph, devices, None, "test")
+    return PlacetoGraph.from_context(instance_context(inst), dg.topological_order(graph))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_network_shapes_and_device_mask():
+    g = tiny_graph()
+    pg = placeto_graph(g, 2)
+    net = PlacetoNet(max_devices=4, hidden_dim=8, n_layers=2, head_dim=8)
+    placement = torch.full((3, g.n_ops), -1, dtype=torch.int64)
+    placement[:, 0] = torch.tensor([0, 1, 1])
+    h = net.embed(pg, placement, current=1)
+    assert h.shape == (3, g.n_ops, 8)
+    logits = net(pg, placement, current=1)
+    assert logits.shape == (3, 4)
+    assert torch.all(logits[:, 2:] == NEG_LOGIT) and torch.all(logits[:, :2] > NEG_LOGIT / 2)
+    assert pg.x_static.shape == (g.n_ops, 10)
+    assert pg.edge_index.shape == (2, 2 * g.n_edges)
+    e2, a2 = pg.tiled_edges(3)
+    assert e2.shape == (2, 3 * 2 * g.n_edges) and a2.shape == (3 * 2 * g.n_edges, 2)
+    assert torch.equal(e2[:, -pg.edge_index.shape[1]:] - 2 * g.n_ops, pg.edge_index)  # copy k offset by k * n
+
+
+def test_placement_changes_the_logits():
+    """The GNN sees the partial placement: moving a placed parent changes the current op's scores."""
+    g = comm_chain(4)
+    pg = placeto_graph(g, 2)
+    torch.manual_seed(0)
+    net = PlacetoNet(max_devices=2, hidden_dim=8, n_layers=1, head_dim=8)
+    placement = torch.tensor([[0, -1, -1, -1], [1, -1, -1, -1]])
+    logits = net(pg, placement, current=1)
+    assert not torch.allclose(logits[0], logits[1])
+
+
+def test_rollout_never_picks_an_unusable_device():
+    g = tiny_graph()
+    pg = placeto_graph(g, 2)
+    torch.manual_seed(1)
+    net = PlacetoNet(max_devices=4, hidden_dim=8, n_layers=1, head_dim=8)
+    with torch.no_grad():
+        net.head[-1].bias.fill_(5.0)  # would favour nothing in particular; masked devices must stay out anyway
+        assignment, log_prob, entropy = rollout(net, pg, 32, generator=torch.Generator().manual_seed(0))
+    assert assignment.shape == (32, g.n_ops) and assignment.dtype == torch.int64
+    assert int(assignment.min()) >= 0 and int(assignment.max()) <= 1
+    assert len(set(assignment.flatten().tolist())) == 2  # both usable devices appear
+    assert torch.all(torch.isfinite(log_prob)) and torch.all(log_prob <= 0)
+    assert torch.all(entropy <= np.log(2) + 1e-5)
+
+
+def test_too_few_device_outputs_is_an_error():
+    pg = placeto_graph(tiny_graph(), 4)
+    net = PlacetoNet(max_devices=2, hidden_dim=8, n_layers=1, head_dim=8)
+    with pytest.raises(ValueError, match="max_devices"):
+        net(pg, torch.full((1, pg.n_ops), -1, dtype=torch.int64), current=0)
+
+
+def test_short_training_returns_a_valid_result():
+    g = tiny_graph()
+    res = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=0, args=FAST)
+    assert isinstance(res, LearnedResult) and res.name == "placeto"
+    assert res.assignment.shape == (g.n_ops,) and res.assignment.dtype == np.int64
+    assert set(res.assignment.tolist()) <= {0, 1}
+    assert res.episodes == 8  # two updates of 4
+    assert res.makespan == pytest.approx(dg.simulate(g, res.assignment, dg.Topology.uniform(2)).makespan)
+    assert res.curve[0][0] == 0 and res.curve[-1][0] == 8
+    assert res.makespan <= min(m for _, m in res.curve)  # the best decode is kept
+    assert res.makespan <= res.info["best_sampled"] and res.info["updates"] == 2
+    assert res.seconds > 0 and res.order is not None and sorted(res.order.tolist()) == list(range(g.n_ops))
+
+
+def test_same_seed_same_result():
+    g = tiny_graph()
+    a = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=5, args=FAST)
+    b = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=5, args=FAST)
+    assert np.array_equal(a.assignment, b.assignment)
+    assert a.makespan == b.makespan and a.curve == b.curve
+    assert a.info["training_best"] == b.info["training_best"]
+
+
+def test_learns_the_obvious_placement():
+    """On a chain with huge transfers, the trained greedy policy keeps every op on one device."""
+    g = comm_chain(10)
+    random_ms = [dg.baselines.random_placement(g, 2, seed=s).makespan for s in range(32)]
+    res = train_placeto(g, 2, episodes=96, budget_seconds=None, seed=0,
+                        args=PlacetoArgs(hidden_dim=16, n_layers=2, head_dim=16))
+    assert res.info["final_greedy"] == pytest.approx(10.0)  # no transfer at all: the optimum
+    assert res.info["final_greedy"] < 0.5 * np.mean(random_ms)
+    assert res.curve[0][1] > res.info["final_greedy"] or res.curve[0][1] == pytest.approx(10.0)
+
+
+def test_checkpoint_round_trip(tmp_path):
+    g = tiny_graph()
+    res = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=0, out=tmp_path, args=FAST)
+    payload = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert payload["agent"] == "placeto" and payload["episodes"] == 8
+    net = load_placeto(tmp_path)
+    with torch.no_grad():
+        greedy, _, _ = rollout(net, placeto_graph(g, 2), 1, greedy=True)
+    ms = dg.simulate(g, greedy[0].numpy(), dg.Topology.uniform(2)).makespan
+    assert ms == pytest.approx(res.info["final_greedy"])
+    assert (tmp_path / "result.json").is_file() and (tmp_path / "metrics.jsonl").is_file()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_bad_arguments_say_what_to_do():
+    with pytest.raises(ValueError, match="budget_seconds or episodes"):
+        train_placeto(tiny_graph(), 2, budget_seconds=None, episodes=None)
+    with pytest.raises(ValueError, match="episodes"):
+        train_placeto(tiny_graph(), 2, episodes=0)
+    with pytest.raises(TypeError, match="sim_config"):
+        train_placeto(tiny_graph(), 2, sim_config="reference", episodes=4)
+
+
+def test_simulation_keeps_torch_on_one_thread():
+    """Numba's parallel kernels reset the shared OpenMP thread count; the evaluator puts torch's back."""
+    g = dg.load_graph("paper/chainmm")
+    inst = resolve_instance(g, 4, None, "test")
+    torch.set_num_threads(1)
+    assert torch.get_num_threads() == 1  # (touching torch's pool first is what exposes the reset)
+    Evaluator(inst, dg.topological_order(g))(np.zeros((8, g.n_ops), np.int64))
+    assert torch.get_num_threads() == 1
