@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from doppler_gym import __version__
-from doppler_gym.cli import demo_cmd, eval_cmd, graph_cmd, simulate_cmd, train_cmd
+from doppler_gym.cli import collective_cmd, demo_cmd, eval_cmd, graph_cmd, simulate_cmd, train_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,12 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="doppler-gym: device placement of dataflow graphs on a work-conserving runtime.",
     )
     parser.add_argument("--version", action="version", version=f"doppler-gym {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{graph,simulate,eval,train,demo}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{graph,simulate,eval,train,demo,collective}", required=True)
     graph_cmd.register(sub)
     simulate_cmd.register(sub)
     eval_cmd.register(sub)
     train_cmd.register(sub)
     demo_cmd.register(sub)
+    collective_cmd.register(sub)
     return parser
 
 
