@@ -1,0 +1,281 @@
+"""The time-expanded network shared by the solvers (MILP, LP, rounds): lags, windows, reach, bounds.
+
+Timing (the released TE-CCL code, ``teccl/solvers/allgather.py``, ``switch_to_gpu_link_on=False``).
+A chunk sent on link ``l = (i, j)`` in epoch ``k`` becomes usable at ``j`` at epoch ``k + lag[l]``:
+
+* ``i`` a GPU or ``j`` a switch: ``lag = 1 + delta + beta``. At a GPU ``j`` the chunk is *held* at
+  the start of epoch ``k + lag`` (it can be sent on from then, and a demand of ``j`` for it counts as
+  met at the end of epoch ``k + lag - 1``); at a switch ``j`` it *leaves* the switch in epoch ``k + lag``.
+* ``i`` a switch and ``j`` a GPU: ``lag = delta``. The switch-to-GPU hop does not count the
+  transmission a second time: a chunk the switch sends in epoch ``k`` is held by ``j`` at the start of
+  epoch ``k + delta``, so with ``delta = 0`` in the same epoch in which the switch sends it. A schedule
+  whose last demand is met at the end of epoch ``E - 1`` can therefore contain a switch-to-GPU send in
+  epoch ``E`` (= ``Schedule.epochs``). (The released code models this with a horizon of ``E + 1``
+  epochs and its ``use_one_less_epoch`` constraint.)
+
+Capacity: on every window of ``window = beta + 1`` consecutive epochs a link carries at most
+``cap = floor((beta + 1) * kappa + 1e-9)`` sends (at least 1); the tolerance avoids the study's
+floating-point pitfall where ``(beta + 1) * kappa`` evaluates to ``0.9999999999999999``.
+
+A GPU holds a chunk from the start of the epoch in which it lands until the end; it may send a held
+chunk on all its out-links in one epoch (copy). Switches hold nothing; a copy-capable switch forwards
+a chunk that leaves it in epoch ``k`` on any of its out-links in epoch ``k``, a plain switch on as many
+out-links as copies reached it.
+
+The horizon ``E`` (epochs) of a model means: every demand met by the end of epoch ``E - 1``, i.e.
+held at the start of epoch ``E``; only sends that land by ``E`` are useful.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+INF = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class Network:
+    """Integer per-link timing of one topology at one epoch duration.
+
+    Attributes:
+        n_nodes: number of nodes (GPUs and switches).
+        src, dst: (n_links,) int64 endpoints of each directed link.
+        is_switch: (n_nodes,) bool.
+        copy_capable: (n_nodes,) bool; only read for switches (GPUs always copy).
+        lag: (n_links,) int64 [epochs] from a send to the chunk being usable at ``dst`` (see module).
+        window: (n_links,) int64 [epochs] = beta + 1, the capacity window.
+        cap: (n_links,) int64 [chunks] sends allowed in any window.
+        kappa: (n_links,) float64 [chunks/epoch] the raw rate (for bounds and the LP).
+    """
+
+    n_nodes: int
+    src: np.ndarray
+    dst: np.ndarray
+    is_switch: np.ndarray
+    copy_capable: np.ndarray
+    lag: np.ndarray
+    window: np.ndarray
+    cap: np.ndarray
+    kappa: np.ndarray
+
+    @property
+    def n_links(self) -> int:
+        return int(self.src.shape[0])
+
+    def in_links(self, node: int) -> np.ndarray:
+        """(k,) int64 ids of the links into ``node``."""
+        return np.flatnonzero(self.dst == node)
+
+    def out_links(self, node: int) -> np.ndarray:
+        """(k,) int64 ids of the links out of ``node``."""
+        return np.flatnonzero(self.src == node)
+
+    def max_sends(self, link: int, last_epoch: int) -> int:
+        """Most sends link ``link`` can make in epochs ``0..last_epoch`` (0 when ``last_epoch < 0``)."""
+        if last_epoch < 0:
+            return 0
+        return int(self.cap[link]) * -(-(last_epoch + 1) // int(self.window[link]))
+
+
+def network(topology: Any, timing: Any) -> Network:
+    """Build the :class:`Network` of ``topology`` under ``timing`` (a ``LinkTiming``: kappa, beta, delta).
+
+    Args:
+        topology: a ``CommTopology`` (src, dst, is_switch, copy_capable).
+        timing: per-link ``kappa`` (n_links,) float64 [chunks/epoch], ``beta`` and ``delta`` (n_links,) int [epochs].
+    """
+    src = np.asarray(topology.src, dtype=np.int64)
+    dst = np.asarray(topology.dst, dtype=np.int64)
+    is_switch = np.asarray(topology.is_switch, dtype=bool)
+    copy_capable = np.asarray(topology.copy_capable, dtype=bool)
+    kappa = np.asarray(timing.kappa, dtype=np.float64)
+    beta = np.asarray(timing.beta, dtype=np.int64)
+    delta = np.asarray(timing.delta, dtype=np.int64)
+    if not (src.shape == dst.shape == kappa.shape == beta.shape == delta.shape):
+        raise ValueError("network: topology links and timing arrays have different lengths "
+                         f"(src {src.shape}, kappa {kappa.shape}, beta {beta.shape}, delta {delta.shape})")
+    if np.any(kappa <= 0) or np.any(beta < 0) or np.any(delta < 0):
+        raise ValueError("network: timing needs kappa > 0 and beta, delta >= 0 on every link")
+    switch_to_gpu = is_switch[src] & ~is_switch[dst]
+    lag = np.where(switch_to_gpu, delta, 1 + delta + beta).astype(np.int64)
+    window = (beta + 1).astype(np.int64)
+    cap = np.maximum(1, np.floor(window * kappa + 1e-9)).astype(np.int64)
+    return Network(n_nodes=int(is_switch.shape[0]), src=src, dst=dst, is_switch=is_switch,
+                   copy_capable=copy_capable, lag=lag, window=window, cap=cap, kappa=kappa)
+
+
+def earliest(net: Network, starts: dict[int, int]) -> np.ndarray:
+    """Earliest epoch each node can *use* a chunk (GPU: hold it; switch: forward it).
+
+    Args:
+        starts: ``{node: epoch}`` where the chunk is usable at the start (holders, in-flight landings).
+
+    Returns:
+        (n_nodes,) int64 epochs, ``INF`` where unreachable.
+    """
+    dist = np.full(net.n_nodes, INF, dtype=np.int64)
+    heap = []
+    for node, t in starts.items():
+        if t < dist[node]:
+            dist[node] = t
+            heap.append((int(t), int(node)))
+    heapq.heapify(heap)
+    out = [net.out_links(i) for i in range(net.n_nodes)]
+    while heap:
+        t, i = heapq.heappop(heap)
+        if t > dist[i]:
+            continue
+        for l in out[i]:
+            j = int(net.dst[l])
+            nt = t + int(net.lag[l])
+            if nt < dist[j]:
+                dist[j] = nt
+                heapq.heappush(heap, (nt, j))
+    return dist
+
+
+def to_targets(net: Network, targets: np.ndarray) -> np.ndarray:
+    """Fewest epochs from a node using a chunk to some node of ``targets`` holding it.
+
+    Args:
+        targets: (n_nodes,) bool.
+
+    Returns:
+        (n_nodes,) int64 epochs (0 on targets), ``INF`` where no target is reachable.
+    """
+    dist = np.full(net.n_nodes, INF, dtype=np.int64)
+    heap = [(0, int(i)) for i in np.flatnonzero(targets)]
+    for _, i in heap:
+        dist[i] = 0
+    heapq.heapify(heap)
+    inl = [net.in_links(i) for i in range(net.n_nodes)]
+    while heap:
+        t, j = heapq.heappop(heap)
+        if t > dist[j]:
+            continue
+        for l in inl[j]:
+            i = int(net.src[l])
+            nt = t + int(net.lag[l])
+            if nt < dist[i]:
+                dist[i] = nt
+                heapq.heappush(heap, (nt, i))
+    return dist
+
+
+def lower_bound_epochs(net: Network, sources: np.ndarray, wants: np.ndarray) -> int:
+    """A lower bound on the epochs of any schedule of ``(sources, wants)`` on ``net``.
+
+    Args:
+        sources: (n_commodities,) int node holding each commodity at epoch 0.
+        wants: (n_commodities, n_nodes) bool destinations.
+
+    Two bounds, the larger wins:
+
+    1. hop latency: every demand's earliest possible landing;
+    2. cuts: for every GPU and for every node set that falls apart when the slowest links are removed
+       (and its complement), the ``N`` commodities that must enter the set are unit jobs with release
+       times (the earliest epoch any entry link's tail can have them) on the entry links' send slots
+       (at most ``cap`` sends per aligned window of ``beta + 1`` epochs: a relaxation of the sliding
+       window). The smallest ``T`` by which all ``N`` can land (Hall's condition on the nested slot
+       sets, exact for this relaxation) plus the fewest epochs any entering commodity still needs
+       from an entry point to all its destinations inside the set bounds the schedule.
+    """
+    sources = np.asarray(sources, dtype=np.int64)
+    wants = np.asarray(wants, dtype=bool)
+    if wants.size == 0 or not wants.any():
+        return 0
+    uniq = np.unique(sources)
+    reach = {}
+    bound = 1
+    for s in uniq:
+        d = earliest(net, {int(s): 0})
+        reach[int(s)] = d
+        rows = wants[sources == s].any(axis=0)
+        if np.any(d[rows] >= INF):
+            bad = int(np.flatnonzero(rows & (d >= INF))[0])
+            raise ValueError(f"demand unreachable: node {bad} wants a chunk of node {int(s)} but no path "
+                             "of links leads there; check the topology's links or the demand")
+        bound = max(bound, int(d[rows].max()))
+    dist_to: dict[int, np.ndarray] = {}
+    for group in _cut_sets(net):
+        inside = np.zeros(net.n_nodes, dtype=bool)
+        inside[list(group)] = True
+        enter = wants[:, inside].any(axis=1) & ~inside[sources]
+        if not enter.any():
+            continue
+        links = np.flatnonzero(~inside[net.src] & inside[net.dst])
+        heads = np.unique(net.dst[links])
+        release = np.array([min(int(reach[int(s)][net.src[l]]) for l in links) for s in sources[enter]])
+        # fewest epochs from the entry heads to all destinations inside, over entering commodities
+        tail = INF
+        for c in np.flatnonzero(enter):
+            dests = np.flatnonzero(wants[c] & inside)
+            worst = 0
+            for d in dests:
+                if int(d) not in dist_to:
+                    t = np.zeros(net.n_nodes, dtype=bool)
+                    t[d] = True
+                    dist_to[int(d)] = to_targets(net, t)
+                worst = max(worst, int(dist_to[int(d)][heads].min()))
+            tail = min(tail, worst)
+            if tail == 0:
+                break
+        T = max(1, int(release.min()) + int(net.lag[links].min()))
+        while not _hall_ok(net, links, release, T):
+            T += 1
+        bound = max(bound, T + int(tail))
+    return bound
+
+
+def _hall_ok(net: Network, links: np.ndarray, release: np.ndarray, T: int) -> bool:
+    """Can unit jobs with these release epochs all land by ``T`` on the aligned-window slots of ``links``?"""
+    rel = np.sort(release)[::-1]
+    n = rel.shape[0]
+    for idx, x in enumerate(rel):
+        if idx + 1 < n and rel[idx + 1] == x:
+            continue  # count all jobs released at >= x at once
+        jobs = idx + 1
+        slots = 0
+        for l in links:
+            last = T - int(net.lag[l])
+            if last < x:
+                continue
+            w = int(net.window[l])
+            slots += int(net.cap[l]) * (last // w - int(x) // w + 1)
+        if slots < jobs:
+            return False
+    return True
+
+
+def _cut_sets(net: Network) -> list[tuple[int, ...]]:
+    """Single GPUs, plus the components left when the slowest links go (and their complements)."""
+    sets = [(int(i),) for i in np.flatnonzero(~net.is_switch)]
+    rate = net.cap / net.window
+    fast = rate > rate.min() + 1e-12
+    if fast.any() and not fast.all():
+        parent = list(range(net.n_nodes))
+
+        def find(a: int) -> int:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        for l in np.flatnonzero(fast):
+            parent[find(int(net.src[l]))] = find(int(net.dst[l]))
+        groups: dict[int, list[int]] = {}
+        for i in range(net.n_nodes):
+            groups.setdefault(find(i), []).append(i)
+        if len(groups) > 1:
+            everyone = set(range(net.n_nodes))
+            for g in groups.values():
+                sets.append(tuple(g))
+                sets.append(tuple(sorted(everyone - set(g))))
+    return sets
+
+
+__all__ = ["INF", "Network", "earliest", "lower_bound_epochs", "network", "to_targets"]
