@@ -241,7 +241,7 @@ def _ring_order(topo: CommTopology, weight_key: tuple[float, ...]) -> np.ndarray
     return gpus[np.roll(best, -first)]
 
 
-def _two_opt(order: np.ndarray, score) -> np.ndarray:  # noqa: ANN001
+def _two_opt(order: np.ndarray, score) -> np.ndarray:
     n = order.shape[0]
     current = score(order)
     improved = True

@@ -159,7 +159,7 @@ def hop_bound_epochs(topology: object, demand: Demand, chunk_bytes: float, tau: 
     worst = 0.0
     for s, dests in _demanded_pairs(demand).items():
         worst = max(worst, float(_shortest(topo, offset, s)[dests].max()))
-    return int(round(worst))
+    return round(worst)
 
 
 def hop_bound_seconds(topology: object, demand: Demand, chunk_bytes: float) -> float:

@@ -22,8 +22,15 @@ import numpy as np
 from doppler_gym.comm.topology import CommTopology, comm_topology, reverse_topology
 
 __all__ = [
-    "COLLECTIVES", "SIMPLE_COLLECTIVES", "Demand", "make_demand", "is_composite", "composition",
-    "reverse_topology", "canonical_kind", "chunk_bytes_for",
+    "COLLECTIVES",
+    "SIMPLE_COLLECTIVES",
+    "Demand",
+    "canonical_kind",
+    "chunk_bytes_for",
+    "composition",
+    "is_composite",
+    "make_demand",
+    "reverse_topology",
 ]
 
 SIMPLE_COLLECTIVES = ("allgather", "alltoall", "broadcast", "scatter", "gather")

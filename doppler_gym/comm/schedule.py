@@ -17,8 +17,8 @@ switch equations, study 1.2 constraints 3 and 5) says when a chunk that starts c
   out-link per arrival otherwise;
 - into a GPU from a switch: ``k + delta``. The transmission was already counted on the hop into
   the switch; counting it again would make GPU -> switch -> GPU twice as slow as a direct link.
-  (The brief's draft said ``k + 1 + delta``; that would make the published DGX-2 2-chassis
-  ALLGATHER 1 GB count 5 epochs instead of 4, so we follow the released code.)
+  (A ``k + 1 + delta`` rule would charge an extra epoch per switched hop: the published DGX-2
+  2-chassis ALLGATHER 1 GB, slow epochs, would need 5 epochs instead of 4. We follow the code.)
 
 Capacity: on every link, every window of ``beta + 1`` consecutive epochs ending at epoch
 ``k >= beta`` holds at most ``window_capacity = floor((beta + 1) * kappa + 1e-9)`` sends (the first

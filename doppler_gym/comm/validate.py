@@ -98,7 +98,7 @@ def validate(schedule: Schedule) -> ValidationReport:
     # ---- duplicates
     horizon = int(k.max()) + 1 if k.size else 1
     key = (x * n_links + link) * horizon + k
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    _uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
     if np.any(counts > 1):
         dup = first[counts > 1]
         errors.add("duplicate", [f"{where(r)} is listed {counts[counts > 1][i]} times; list each send once"

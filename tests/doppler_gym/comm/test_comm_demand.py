@@ -87,10 +87,10 @@ def test_canonical_kind_spellings():
 @pytest.mark.parametrize(
     ("kind", "kwargs", "match"),
     [
-        ("allgather", dict(chunks=0), "chunks must be a positive integer"),
-        ("allgather", dict(root=1), "root applies to broadcast"),
-        ("broadcast", dict(root=99), "node id 99 is not in"),
-        ("broadcast", dict(root="nvswitch"), "is switch 'nvswitch'; pick a GPU"),
+        ("allgather", {"chunks": 0}, "chunks must be a positive integer"),
+        ("allgather", {"root": 1}, "root applies to broadcast"),
+        ("broadcast", {"root": 99}, "node id 99 is not in"),
+        ("broadcast", {"root": "nvswitch"}, "is switch 'nvswitch'; pick a GPU"),
         ({1: [1, 2]}, {}, "lists itself"),
         ({1: []}, {}, "no destinations"),
         ({1: ["nvswitch"]}, {}, "is a switch"),

@@ -147,11 +147,11 @@ def test_in_and_out_links_partition_the_links():
 
 
 def good_kwargs(**over):
-    kw = dict(
-        name="t", node_names=("a", "b"), is_switch=np.array([False, False]),
-        copy_capable=np.array([True, True]), src=np.array([0, 1]), dst=np.array([1, 0]),
-        capacity=np.array([1e9, 1e9]), alpha=np.array([0.0, 0.0]),
-    )
+    kw = {
+        "name": "t", "node_names": ("a", "b"), "is_switch": np.array([False, False]),
+        "copy_capable": np.array([True, True]), "src": np.array([0, 1]), "dst": np.array([1, 0]),
+        "capacity": np.array([1e9, 1e9]), "alpha": np.array([0.0, 0.0]),
+    }
     kw.update(over)
     return kw
 
@@ -159,16 +159,16 @@ def good_kwargs(**over):
 @pytest.mark.parametrize(
     ("over", "match"),
     [
-        (dict(capacity=np.array([1e9, 0.0])), r"link 1 .*capacity 0\.0.*positive"),
-        (dict(capacity=np.array([1e9])), r"capacity must have shape \(2,\)"),
-        (dict(alpha=np.array([0.0, -1e-6])), r"link 1 .*alpha.*>= 0"),
-        (dict(dst=np.array([0, 0])), r"link 0 goes from node 0 to itself"),
-        (dict(dst=np.array([1, 5])), r"link 1 has dst=5, not a node id in 0..1"),
-        (dict(src=np.array([0, 0]), dst=np.array([1, 1])), r"parallel links 0 -> 1; merge"),
-        (dict(copy_capable=np.array([True, False])), r"GPU node 1 \(b\) has copy_capable=False"),
-        (dict(is_switch=np.array([True, True])), r"no GPU node"),
-        (dict(node_names=("a", "a")), r"unique"),
-        (dict(is_switch=np.array([0, 1])), r"is_switch must be a bool array"),
+        ({"capacity": np.array([1e9, 0.0])}, r"link 1 .*capacity 0\.0.*positive"),
+        ({"capacity": np.array([1e9])}, r"capacity must have shape \(2,\)"),
+        ({"alpha": np.array([0.0, -1e-6])}, r"link 1 .*alpha.*>= 0"),
+        ({"dst": np.array([0, 0])}, r"link 0 goes from node 0 to itself"),
+        ({"dst": np.array([1, 5])}, r"link 1 has dst=5, not a node id in 0..1"),
+        ({"src": np.array([0, 0]), "dst": np.array([1, 1])}, r"parallel links 0 -> 1; merge"),
+        ({"copy_capable": np.array([True, False])}, r"GPU node 1 \(b\) has copy_capable=False"),
+        ({"is_switch": np.array([True, True])}, r"no GPU node"),
+        ({"node_names": ("a", "a")}, r"unique"),
+        ({"is_switch": np.array([0, 1])}, r"is_switch must be a bool array"),
     ],
 )
 def test_constructor_rejects_bad_input(over, match):
