@@ -174,6 +174,8 @@ def make_demand(
     n = topo.n_nodes
     g = gpus.shape[0]
     if isinstance(kind, Mapping):
+        if root is not None:
+            raise ValueError("make_demand: root applies to broadcast, scatter and gather; a mapping names its sources")
         return _multicast(kind, topo, c)
     name = canonical_kind(kind)
     if name in _COMPOSITION:

@@ -430,13 +430,21 @@ def comm_topology(spec: object, switch_copy: bool | None = None) -> CommTopology
 
     Args:
         spec: a name (``"dgx1"``, ``"ndv2-K"``, ``"dgx2-K"``, ``"amd-K"`` with K >= 1 chassis,
-            ``"mesh-L"`` with L >= 2), a :class:`CommTopology` (returned as is), or a
+            ``"mesh-L"`` with L >= 2), a :class:`CommTopology` (returned as is unless
+            ``switch_copy`` is given), or a
             :class:`doppler_gym.Topology` (converted, see the module docstring).
-        switch_copy: for named topologies with switches, whether switches multicast (default:
-            True, the paper's model). Ignored for switchless topologies.
+        switch_copy: whether switches multicast (default: True for named topologies, the paper's
+            model; a given CommTopology keeps its own). Ignored for switchless topologies.
     """
     if isinstance(spec, CommTopology):
-        return spec
+        if switch_copy is None or not spec.is_switch.any():
+            return spec
+        copy = spec.copy_capable | (spec.is_switch & bool(switch_copy))
+        copy &= ~spec.is_switch | bool(switch_copy)
+        return CommTopology(
+            name=spec.name, node_names=spec.node_names, is_switch=spec.is_switch, copy_capable=copy,
+            src=spec.src, dst=spec.dst, capacity=spec.capacity, alpha=spec.alpha, chassis=spec.chassis,
+        )
     if hasattr(spec, "bandwidth") and hasattr(spec, "latency") and hasattr(spec, "n_devices"):
         return from_topology(spec)
     if not isinstance(spec, str):

@@ -100,6 +100,13 @@ def test_milp_end_to_end(capsys):
     assert code == 0
     row = table(out)["milp"]
     assert row[1] == "3" and row[7] == "133.3" and row[-2:] == ["yes", "ok"]
+    # composites come back in phases (reduce-scatter on the reversed topology, then allgather)
+    code, out, _ = run(capsys, "--topology", "dgx1", "--collective", "allreduce", "--buffer", "64MB",
+                       "--method", "milp,ring", "--time-limit", "60")
+    assert code == 0
+    rows = table(out)
+    assert rows["milp"][1] == "6" and rows["milp"][-1] == "ok"
+    assert int(rows["milp"][1]) <= int(rows["ring"][1])
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,7 @@ def test_canonical_kind_spellings():
         ({1: []}, {}, "no destinations"),
         ({1: ["nvswitch"]}, {}, "is a switch"),
         ({}, {}, "mapping is empty"),
+        ({1: [2]}, {"root": 1}, "a mapping names its sources"),
     ],
 )
 def test_errors(kind, kwargs, match):

@@ -83,6 +83,8 @@ def test_dgx2_switch_copy_option():
     plain = comm_topology("dgx2-2", switch_copy=False)
     assert not plain.copy_capable[plain.is_switch].any()
     assert plain.copy_capable[~plain.is_switch].all()
+    again = comm_topology(plain, switch_copy=True)
+    assert again.copy_capable.all() and comm_topology(plain) is plain
 
 
 def test_amd_mi250x():
