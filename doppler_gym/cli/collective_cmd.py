@@ -11,7 +11,8 @@ NCCL-like ring model. ``--plot PNG`` draws algorithmic bandwidth against the out
 
 The solver methods (milp, lp, rounds, auto) call :func:`doppler_gym.comm.solve.solve`; ring and
 direct are the baselines of :mod:`doppler_gym.comm.baselines`. Sizes are decimal (1 GB = 1e9 B,
-as in the paper); KiB/MiB/GiB are binary.
+as in the paper); KiB/MiB/GiB are binary. The exit status is 1 when the validator rejects a
+schedule (its errors are printed), 2 for a usage error.
 """
 
 from __future__ import annotations
