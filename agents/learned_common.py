@@ -215,8 +215,9 @@ class TrainingRun:
         save_checkpoint(path, payload)
         return path
 
-    def result(self, final_greedy: float, best_sampled: float) -> LearnedResult:
-        """The :class:`LearnedResult`; writes ``out/result.json`` and closes the log."""
+    def result(self, final_greedy: float, sampled: np.ndarray) -> LearnedResult:
+        """The :class:`LearnedResult` (``sampled``: ``(K,)`` makespans of the final sampled decodes);
+        writes ``out/result.json`` and closes the log."""
         assert self.best_assignment is not None, "TrainingRun.result: decode at least one placement first"
         seconds = self.elapsed
         ctx = self.ctx
@@ -224,7 +225,8 @@ class TrainingRun:
         res = LearnedResult(
             name=self.name, makespan=self.best_makespan, assignment=self.best_assignment,
             episodes=self.episodes, seconds=seconds, curve=self.curve, order=self.evaluate.order,
-            info={"final_greedy": final_greedy, "best_sampled": best_sampled, "training_best": self.training_best,
+            info={"final_greedy": final_greedy, "best_sampled": float(np.min(sampled)),
+                  "sampled_mean": float(np.mean(sampled)), "training_best": self.training_best,
                   "updates": self.updates, "seconds_per_episode": seconds / max(self.episodes, 1),
                   "time_unit": self.inst.config.time_unit, **ctx_info},
         )

@@ -26,7 +26,8 @@ class LearnedResult:
         order: ``(n_ops,) int64`` the op order that goes with the assignment (priorities of the
             simulator under ``queue_order="priority"``; ignored by FIFO configs).
         info: method-specific figures: ``final_greedy`` (greedy decode of the final policy),
-            ``best_sampled`` (best of the final sampled decodes), ``training_best`` (best
+            ``best_sampled`` and ``sampled_mean`` (best and mean of the final sampled decodes:
+            the mean measures the policy itself), ``training_best`` (best
             training episode), ``reference_makespan`` (critical-path heuristic), ``lower_bound``,
             ``updates``, ``seconds_per_episode``.
     """

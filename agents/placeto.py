@@ -172,9 +172,9 @@ def train_placeto(
         final_greedy = greedy_eval()
         with torch.no_grad():
             samples, _, _ = rollout(net, pgraph, args.final_samples, generator=gen)
-        best_sampled = float(run.decoded(samples.numpy(), greedy=False).min())
+        sampled = run.decoded(samples.numpy(), greedy=False)
         run.checkpoint(net, opt, net.kwargs())
-        return run.result(final_greedy, best_sampled)
+        return run.result(final_greedy, sampled)
 
 
 def load_placeto(checkpoint: str | Path | dict) -> PlacetoNet:

@@ -119,11 +119,13 @@ def test_learns_the_obvious_placement():
     """On a chain with huge transfers, the trained greedy policy keeps every op on one device."""
     g = comm_chain(10)
     random_ms = [dg.baselines.random_placement(g, 2, seed=s).makespan for s in range(32)]
-    res = train_placeto(g, 2, episodes=96, budget_seconds=None, seed=0,
-                        args=PlacetoArgs(hidden_dim=16, n_layers=2, head_dim=16))
+    res = train_placeto(g, 2, episodes=192, budget_seconds=None, seed=0,
+                        args=PlacetoArgs(hidden_dim=16, n_layers=2, head_dim=16, final_samples=32))
     assert res.info["final_greedy"] == pytest.approx(10.0)  # no transfer at all: the optimum
     assert res.info["final_greedy"] < 0.5 * np.mean(random_ms)
-    assert res.curve[0][1] > res.info["final_greedy"] or res.curve[0][1] == pytest.approx(10.0)
+    # the policy itself, not just its argmax (the untrained greedy decode can be optimal by symmetry):
+    # its samples are far better than uniform ones
+    assert res.info["sampled_mean"] < 0.5 * np.mean(random_ms)
 
 
 def test_checkpoint_round_trip(tmp_path):
