@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agents.training.args import STAGE_WEIGHTS
+from agents.training.checkpoint import load_policy
 from agents.training.evaluate import decode_graph, held_out_rows, mean_ratio
 from agents.training.metrics import write_json
 from agents.training.policies import policy_class_path
@@ -33,6 +34,7 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     decoded = decode_graph(policy, inst, None, args.sample_decodes, args.seed)
     greedy, best = decoded["greedy"], decoded["best"]
     held_out = held_out_rows(policy, inst, args.sample_decodes, args.seed) if inst.held_out else []
+    best_checkpoint = decode_best_checkpoint(trainer)
     results: dict[str, float] = {}
     found = []
     for name in args.baselines:
@@ -78,7 +80,7 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         "baselines": results, "critical_path": cp, "lower_bound": bound,
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
-        "best_eval": trainer.best_eval or None, "held_out": held_out or None,
+        "best_eval": trainer.best_eval or None, "best_checkpoint": best_checkpoint, "held_out": held_out or None,
         "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,
         "stages": stages, "budget_minutes": args.budget_minutes,
         "budget_split": {s: STAGE_WEIGHTS[s] / sum(STAGE_WEIGHTS[t] for t in args.stages) for s in args.stages},
@@ -87,6 +89,24 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     }
     write_json(trainer.out / "summary.json", summary)
     return summary
+
+
+def decode_best_checkpoint(trainer: Trainer) -> dict[str, Any] | None:
+    """Greedy and best-of-K decodes of ``policy_best.pt`` (the weights whose periodic greedy decode
+    was the best seen in training), or ``None`` without one.
+
+    This is checkpoint selection on the training graph (the policy's own placements, chosen among
+    its checkpoints by their greedy makespan); the summary's ``makespan`` stays the final policy's."""
+    path = trainer.out / "policy_best.pt"
+    if not trainer.best_eval or not path.is_file():
+        return None
+    policy = load_policy(path, trainer.eval_env)
+    d = decode_graph(policy, trainer.inst, None, trainer.args.sample_decodes, trainer.args.seed)
+    g, b = d["greedy"], d["best"]
+    return {"stage": trainer.best_eval.get("stage"), "episode": trainer.best_eval.get("episode"),
+            "greedy": float(g["makespan"]), "best_of_k": None if b is None else float(b["makespan"]),
+            "assignment": np.asarray(g["assignment"]).tolist(), "order": np.asarray(g["order"]).tolist(),
+            "checkpoint": str(path)}
 
 
 def summary_keys() -> tuple[str, ...]:

@@ -191,9 +191,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     rows = [("learned policy (greedy)", summary["makespan"])]
     if summary.get("best_of_k"):
         rows.append((f"learned policy (best of {summary['best_of_k']['k']} samples)", summary["best_of_k"]["makespan"]))
-    if summary.get("best_eval"):
-        best = summary["best_eval"]
-        rows.append((f"best greedy seen in training ({best['stage']}, episode {best['episode']})", best["makespan"]))
+    if summary.get("best_checkpoint"):
+        best = summary["best_checkpoint"]
+        rows.append((f"best checkpoint ({best['stage']}, episode {best['episode']}), greedy", best["greedy"]))
+        if best.get("best_of_k") is not None:
+            rows.append(("best checkpoint, best of K samples", best["best_of_k"]))
     rows += list(summary["baselines"].items())
     for name, ms in rows:
         table.add_row(name, f"{ms:.6g}", f"{ms / bound:.3f}" if bound else "-", f"{ms / cp:.3f}" if cp else "-")

@@ -40,6 +40,9 @@ def test_reinforce_runs_and_updates_per_batch(tmp_path) -> None:
     summary = train(args)
     evals = [r["greedy_makespan"] for r in read_metrics(tmp_path) if r["kind"] == "eval"]
     assert len(evals) == 3 and summary["best_eval"]["makespan"] == min(evals)
+    best = summary["best_checkpoint"]  # policy_best.pt decoded again at the end: the same greedy placement
+    assert best["greedy"] == min(evals) and best["episode"] == summary["best_eval"]["episode"]
+    assert best["best_of_k"] is not None and len(best["assignment"]) == 12
     assert (tmp_path / "policy_best.pt").is_file()
     assert summary["stages"]["sim"]["episodes"] == 8 and summary["stages"]["sim"]["updates"] == 2
     rows = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "sim"]
