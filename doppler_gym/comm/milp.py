@@ -10,10 +10,13 @@ HiGHS MIP on the hard 16-GPU case). The search, like the released code's ``ITERA
    epoch count is the upper bound ``hi``;
 3. bisection on feasibility between them; every feasible answer lowers ``hi`` to the epochs its
    schedule really needs;
-4. at the minimum ``hi``, an early-delivery pass: maximise the number of (demand, epoch) pairs with
-   the demand already met (the released ``PAPER`` objective: the sum of completion epochs),
-   warm-started from the feasible schedule;
-5. pruning of sends that feed no demand (:mod:`doppler_gym.comm.prune`).
+4. pruning of sends that feed no demand (:mod:`doppler_gym.comm.prune`);
+5. early delivery at the minimum ``hi``: every send left-shifted to its earliest valid epoch
+   (:mod:`doppler_gym.comm.compact`; deterministic, milliseconds) and, on request
+   (``objective_budget``), the released ``PAPER`` objective (maximise the met (demand, epoch)
+   pairs, i.e. minimise the sum of completion epochs) by CP-SAT, warm-started from that schedule.
+   The objective pass is off by default: on this machine it cost 10-40 s per 16-GPU case for a few
+   percent of the objective, and a wall-clock stop would make the schedule depend on the load.
 
 ``optimal`` is True when every horizon below the result was proven infeasible (or is below the
 lower bound). A solve that hits its share of the time limit counts as "not shown feasible": the
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
 from doppler_gym.comm.expanded import Network, lower_bound_epochs
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
@@ -57,18 +61,20 @@ class MilpResult:
 
 def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit: float = 60.0,
                        seed: int = 0, early_delivery: bool = True, max_epochs: int = 100_000,
-                       early_budget: float = 5.0) -> MilpResult:
+                       objective_budget: float = 0.0) -> MilpResult:
     """Minimum-epoch schedule of the multicast demand ``(sources, wants)`` on ``net``.
 
     Args:
         net: link timing (:func:`doppler_gym.comm.expanded.network`).
         sources: (n_commodities,) int node holding each commodity at epoch 0 (a GPU).
         wants: (n_commodities, n_nodes) bool destinations of each commodity.
-        time_limit: wall-clock budget for the whole search [s]; the early-delivery pass gets at most
-            ``early_budget`` and an eighth of what is left.
+        time_limit: wall-clock budget for the whole search [s]; the CP-SAT objective pass gets at
+            most an eighth of what is left.
         seed: CP-SAT random seed (the same seed gives the same schedule when no solve times out).
-        early_delivery: run the early-delivery pass at the minimum horizon.
-        early_budget: deterministic-time budget of that pass (CP-SAT's work units, roughly seconds).
+        early_delivery: pull sends forward after the search (:func:`doppler_gym.comm.compact.left_shift`).
+        objective_budget: when > 0 (and ``early_delivery``), also maximise the released objective with
+            CP-SAT at the minimum horizon for this deterministic-time budget (CP-SAT work units;
+            on this 2-core machine one unit took 3-10 s of wall time, so it is off by default).
         max_epochs: give up (ValueError) beyond this horizon.
 
     Raises:
@@ -150,9 +156,12 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
             lo = mid + 1
     optimal = proven and lo >= hi
     cm, solver, sends = best
-    if early_delivery and time.perf_counter() < deadline:
-        sends = _early_delivery(net, wants, holds, hi, sends, deadline, seed, solves, early_budget)
     kept = prune_sends(net, sends, wants, holds)
+    if early_delivery:
+        kept = left_shift(net, kept, holds)
+        if objective_budget > 0 and time.perf_counter() < deadline:
+            sends = _early_delivery(net, wants, holds, hi, kept, deadline, seed, solves, objective_budget)
+            kept = left_shift(net, prune_sends(net, sends, wants, holds), holds)
     epochs = epochs_of(kept)
     return MilpResult(kept, epochs, lb, bool(optimal and epochs == hi), time.perf_counter() - t0, tuple(solves))
 

@@ -18,7 +18,9 @@ chunk parked at a GPU ``n`` at the end earns ``sum_d 10 / (1 + dist(n, d)) - 10 
 over its remaining destinations ``d``, where ``dist`` is the epoch distance and ``now`` the closest
 current holder: a reward for moving chunks closer, the "distance to go" of the A* objective.
 
-Rounds stop when every demand is met or guaranteed; the result is greedy across rounds and not
+Rounds stop when every demand is met or guaranteed; the sends of all rounds are then pruned and
+left-shifted (:mod:`doppler_gym.comm.compact`), which closes gaps at round boundaries. The result
+is greedy across rounds and not
 optimal (``optimal`` is True only when it meets the analytic lower bound). A round that plans no
 send although demands remain is retried with twice the length (the usual cause: every remaining
 path is longer than the round), up to four times.
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
 from doppler_gym.comm.expanded import INF, Network, lower_bound_epochs, to_targets
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
@@ -155,7 +158,7 @@ def rounds_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, round_
         start += R
         rounds += 1
     sends = np.concatenate(all_sends) if all_sends else np.zeros((0, 3), np.int64)
-    kept = prune_sends(net, sends, wants, src_holds)
+    kept = left_shift(net, prune_sends(net, sends, wants, src_holds), src_holds)
     epochs = int(delivery_epochs(net, kept, wants, src_holds).max())
     return RoundsResult(kept, epochs, rounds, R, lb, epochs == lb, time.perf_counter() - t0)
 

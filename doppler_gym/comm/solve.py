@@ -122,7 +122,7 @@ def parse_bytes(value: Any) -> float:
 def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, chunks: int = 1,
           epoch: str | float = "fast", method: str = "milp", time_limit: float | None = None, seed: int = 0,
           *, root: int | str | None = None, multiplier: float | str = 1.0, early_delivery: bool = True,
-          round_epochs: int | None = None) -> Schedule | PhasedSchedule:
+          objective_budget: float = 0.0, round_epochs: int | None = None) -> Schedule | PhasedSchedule:
     """Minimum-epoch schedule of a collective, checked by the validator.
 
     Args:
@@ -140,7 +140,9 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         root: root GPU of broadcast/scatter/gather.
         multiplier: epoch multiplier for ``"fast"``/``"slow"``, or ``"auto"`` for the published
             experiments' choice (:func:`~doppler_gym.comm.epochs.default_multiplier`).
-        early_delivery: MILP only: the early-delivery pass at the minimum horizon.
+        early_delivery: MILP only: left-shift sends to their earliest valid epochs after the search.
+        objective_budget: MILP only: CP-SAT deterministic-time budget for the released early-delivery
+            objective at the minimum horizon (0: off; see :mod:`doppler_gym.comm.milp`).
         round_epochs: rounds only: epochs per round (default: the study's ``max(15, lag + window)``).
 
     Returns:
@@ -177,7 +179,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         phases.append(solve_demand(part_topo, demand, buffer, epoch=epoch, method=method,
                                    time_limit=left / (len(parts) - len(phases)), seed=seed,
                                    multiplier=float(multiplier), early_delivery=early_delivery,
-                                   round_epochs=round_epochs))
+                                   objective_budget=objective_budget, round_epochs=round_epochs))
     if len(parts) == 1 and not parts[0][1]:
         return phases[0]
     return PhasedSchedule(name=name, phases=tuple(phases), backwards=tuple(b for _, b in parts), buffer_bytes=buffer)
@@ -185,7 +187,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
 
 def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, epoch: str | float = "fast",
                  method: str = "milp", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0,
-                 multiplier: float = 1.0, early_delivery: bool = True,
+                 multiplier: float = 1.0, early_delivery: bool = True, objective_budget: float = 0.0,
                  round_epochs: int | None = None) -> Schedule:
     """Schedule one demand (see :func:`solve`); validated before it is returned."""
     from doppler_gym.comm.validate import validate
@@ -204,7 +206,7 @@ def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, ep
         from doppler_gym.comm.milp import min_epoch_schedule
 
         r = min_epoch_schedule(net, demand.source, demand.wants, time_limit=time_limit, seed=seed,
-                               early_delivery=early_delivery)
+                               early_delivery=early_delivery, objective_budget=objective_budget)
         sends, epochs, optimal, secs = r.sends, r.epochs, r.optimal, r.seconds
     elif method == "lp":
         from doppler_gym.comm.lp import lp_schedule
