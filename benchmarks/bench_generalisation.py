@@ -105,6 +105,9 @@ def main() -> None:
     p.add_argument("--out", default="out/bench_generalisation")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")
     args = p.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # the decodes outside a Trainer too: more threads are much slower on a shared CPU
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"

@@ -176,6 +176,9 @@ def main() -> None:
     p.add_argument("--post", action="store_true", help="decode the best checkpoints of saved runs lacking them, "
                    "print the tables and stop")
     args = p.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # the decodes outside a Trainer too: more threads are much slower on a shared CPU
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
