@@ -101,8 +101,7 @@ def rollout(
             action = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
         log_prob = log_prob + logp.gather(1, action.unsqueeze(1)).squeeze(1)
         entropy = entropy - (logp.exp() * logp).sum(-1)
-        placement = placement.clone()
-        placement[:, c] = action
+        placement[:, c] = action  # in place: the network only read fresh tensors derived from it
     return placement, log_prob, entropy / max(n, 1)
 
 
