@@ -26,7 +26,13 @@ import torch
 from agents.learned_result import LearnedResult
 from agents.train import CHECKPOINT_FORMAT, Instance, MetricLog, save_checkpoint
 from doppler_gym.baselines.common import queue_priorities
-from doppler_gym.envs.context import GraphContext, build_context
+from doppler_gym.envs.context import (
+    GraphContext,
+    build_context,
+    default_sim_config,
+    resolve_graph,
+    resolve_topology,
+)
 from doppler_gym.sim.api import simulate_batch
 from doppler_gym.sim.config import SimConfig
 
@@ -44,8 +50,6 @@ def resolve_instance(graph: object, topology: object, sim_config: object, where:
             for paper graphs, ``SimConfig()`` otherwise: ``doppler_gym.envs.context.default_sim_config``).
         where: the caller's name, for error messages.
     """
-    from doppler_gym.envs.context import default_sim_config, resolve_graph, resolve_topology
-
     g = resolve_graph(graph, f"{where}: graph")
     topo = resolve_topology(topology, f"{where}: topology")
     if sim_config is None:
