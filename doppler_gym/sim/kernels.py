@@ -61,52 +61,67 @@ def _less(t1, s1, t2, s2):
     return (t1 < t2) | ((t1 == t2) & (s1 < s2))
 
 
+U = np.uint64  # U(i): an index known to be >= 0 (no wraparound code)
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+
+
+# Heap indices are unsigned: Numba then skips the negative-index wraparound on every access.
 @njit(cache=True, inline="always")
 def _heap_push(h_time, h_key, h_code, base, size, t, key, code):
     """Insert ``(t, key) -> code`` into the heap at ``h_*[base:base+size]``."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if _less(t, key, h_time[base + parent], h_key[base + parent]):
-            h_time[base + i] = h_time[base + parent]
-            h_key[base + i] = h_key[base + parent]
-            h_code[base + i] = h_code[base + parent]
+    b = np.uint64(base)
+    i = np.uint64(size)
+    while i != _U0:
+        parent = (i - _U1) >> _U1
+        p = b + parent
+        if _less(t, key, h_time[p], h_key[p]):
+            q = b + i
+            h_time[q] = h_time[p]
+            h_key[q] = h_key[p]
+            h_code[q] = h_code[p]
             i = parent
         else:
             break
-    h_time[base + i] = t
-    h_key[base + i] = key
-    h_code[base + i] = code
+    q = b + i
+    h_time[q] = t
+    h_key[q] = key
+    h_code[q] = code
 
 
 @njit(cache=True, inline="always")
 def _heap_pop(h_time, h_key, h_code, base, size):
     """Remove the smallest entry of the heap at ``base`` (``size`` entries); returns its code."""
-    top = h_code[base]
-    size -= 1
-    t = h_time[base + size]
-    key = h_key[base + size]
-    code = h_code[base + size]
-    i = 0
+    b = np.uint64(base)
+    top = h_code[b]
+    m = np.uint64(size - 1)
+    q = b + m
+    t = h_time[q]
+    key = h_key[q]
+    code = h_code[q]
+    i = _U0
     while True:
-        child = 2 * i + 1
-        if child >= size:
+        child = i + i + _U1
+        if child >= m:
             break
-        if child + 1 < size:
-            child += _less(
-                h_time[base + child + 1], h_key[base + child + 1], h_time[base + child], h_key[base + child]
-            )
-        if _less(h_time[base + child], h_key[base + child], t, key):
-            h_time[base + i] = h_time[base + child]
-            h_key[base + i] = h_key[base + child]
-            h_code[base + i] = h_code[base + child]
+        c = b + child
+        if child + _U1 < m:
+            right = U(_less(h_time[c + _U1], h_key[c + _U1], h_time[c], h_key[c]))  # branch-free
+            c += right
+            child += right
+        if _less(h_time[c], h_key[c], t, key):
+            q = b + i
+            h_time[q] = h_time[c]
+            h_key[q] = h_key[c]
+            h_code[q] = h_code[c]
             i = child
         else:
             break
-    if size > 0:
-        h_time[base + i] = t
-        h_key[base + i] = key
-        h_code[base + i] = code
+    if m != _U0:
+        q = b + i
+        h_time[q] = t
+        h_key[q] = key
+        h_code[q] = code
     return top
 
 
@@ -117,11 +132,11 @@ def _start(g, d, now, v, comp, inv_speed, comp_factor, start, fifo, f_tail, h_ti
     The start itself is virtual (its only effect is scheduling ``COMPUTED``, keyed by ``v``),
     except for an op of zero duration, whose ``STARTED`` stays a real zero-delay event.
     """
-    t = now + comp[g] * inv_speed[d] * comp_factor[g]
+    t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
     if t == now:
-        fifo[f_tail] = (v << 32) | (g << 3) | STARTED
+        fifo[U(f_tail)] = (v << 32) | (g << 3) | STARTED
         return f_tail + 1, h_size
-    start[g] = now
+    start[U(g)] = now
     _heap_push(h_time, h_key, h_code, 0, h_size, t, v * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
     return f_tail, h_size + 1
 
@@ -304,17 +319,17 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             h_size -= 1
             push_key = wave0_next
         elif f_head < f_tail:
-            code = fifo[f_head]
+            code = fifo[U(f_head)]
             f_head += 1
             push_key = (code >> 32) * WAVE + FIFO_PUSH
         elif grants_pending:
             # Priority mode: every event due now is done; fill free streams, lowest value first.
             grants_pending = False
             for d in range(n_dev):
-                while free_streams[d] > 0 and q_len[d] > 0:
-                    g = _heap_pop(q_key, q_seq, q_op, q_base[d], q_len[d])
-                    q_len[d] -= 1
-                    free_streams[d] -= 1
+                while free_streams[U(d)] > 0 and q_len[U(d)] > 0:
+                    g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
+                    q_len[U(d)] -= 1
+                    free_streams[U(d)] -= 1
                     f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
                     v_next += 1
             continue
@@ -331,64 +346,64 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 
         if kind == INPUTS_READY or kind == RELEASE_FINISH:
             if kind == INPUTS_READY:
-                d = assignment[idx]
+                d = assignment[U(idx)]
                 if use_priority:
-                    _heap_push(q_key, q_seq, q_op, q_base[d], q_len[d], priority[idx], code >> 32, idx)
+                    _heap_push(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)], priority[U(idx)], code >> 32, idx)
                 else:
-                    q_op[q_base[d] + q_len[d]] = idx
-                q_len[d] += 1
+                    q_op[U(q_base[U(d)] + q_len[U(d)])] = idx
+                q_len[U(d)] += 1
             else:
-                d = assignment[idx]
+                d = assignment[U(idx)]
             if use_priority:
                 grants_pending = True  # granted by priority once the instant's events are done
-            elif free_streams[d] > 0 and q_len[d] > q_head[d]:
+            elif free_streams[U(d)] > 0 and q_len[U(d)] > q_head[U(d)]:
                 # Grant the oldest waiting op (SimPy's Resource._trigger_put).
-                g = q_op[q_base[d] + q_head[d]]
-                q_head[d] += 1
-                free_streams[d] -= 1
+                g = q_op[U(q_base[U(d)] + q_head[U(d)])]
+                q_head[U(d)] += 1
+                free_streams[U(d)] -= 1
                 f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
                 v_next += 1
             if kind == RELEASE_FINISH:
                 # The finish event sits right after the release, at virtual position v + 1.
                 push_key += WAVE
-                a = assignment[idx]
+                a = assignment[U(idx)]
                 j = 0
                 group_k = -1
                 group_t = 0.0
-                for k in range(succ_ptr[idx], succ_ptr[idx + 1]):
-                    e = succ_edge[k]
-                    c = edge_dst[e]
-                    b = assignment[c]
+                for k in range(succ_ptr[U(idx)], succ_ptr[U(idx + 1)]):
+                    e = succ_edge[U(k)]
+                    c = edge_dst[U(e)]
+                    b = assignment[U(c)]
                     if a == b:
                         t = now
                     else:
                         p = a * n_dev + b
-                        edge_start[e] = now
+                        edge_start[U(e)] = now
                         if link_fifo:
-                            ln = route_link[route_ptr[p]]
-                            edge_hop[e] = 0
-                            if l_busy[ln]:
-                                edge_start[e] = np.nan
-                                l_queue[l_base[ln] + l_tail[ln]] = e
-                                l_tail[ln] += 1
+                            ln = route_link[U(route_ptr[U(p)])]
+                            edge_hop[U(e)] = 0
+                            if l_busy[U(ln)]:
+                                edge_start[U(e)] = np.nan
+                                l_queue[U(l_base[U(ln)] + l_tail[U(ln)])] = e
+                                l_tail[U(ln)] += 1
                             else:
-                                l_busy[ln] = 1
-                                t = now + (link_latency[ln] + size[idx] / link_bandwidth[ln]) * edge_factor[e]
+                                l_busy[U(ln)] = 1
+                                t = now + (link_latency[U(ln)] + size[U(idx)] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
                                 _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (e << 3) | HOP_DONE)
                                 h_size += 1
                                 j += 1
                             continue
                         else:
-                            t = now + (pair_latency[p] + size[idx] * pair_inv_bw[p]) * edge_factor[e]
+                            t = now + (pair_latency[U(p)] + size[U(idx)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
                     if t == now:
                         # Zero-delay arrival: virtual unless it is the consumer's last input.
-                        if missing[c] == 1:
-                            fifo[f_tail] = (v_next << 32) | (e << 3) | ARRIVED
+                        if missing[U(c)] == 1:
+                            fifo[U(f_tail)] = (v_next << 32) | (e << 3) | ARRIVED
                             f_tail += 1
                             v_next += 1
                         else:
-                            missing[c] -= 1
-                            edge_end[e] = now
+                            missing[U(c)] -= 1
+                            edge_end[U(e)] = now
                     elif group_k < 0:  # first delayed transfer of idx: a group entry
                         group_k = k
                         group_t = t
@@ -400,82 +415,82 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                         h_size += 1
                         j += 1
         elif kind == COMPUTED:
-            end[idx] = now
-            free_streams[assignment[idx]] += 1
-            fifo[f_tail] = (v_next << 32) | (idx << 3) | RELEASE_FINISH
+            end[U(idx)] = now
+            free_streams[U(assignment[U(idx)])] += 1
+            fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | RELEASE_FINISH
             f_tail += 1
             v_next += 2  # the release and the finish event
         elif kind == ARRIVED_GROUP:
             # Same-time arrivals pushed by one finish event are adjacent in SimPy's order
             # (consecutive keys), so they are processed here in edge order.
-            u = edge_src[succ_edge[idx]]
-            a = assignment[u]
-            for k in range(idx, succ_ptr[u + 1]):
-                e = succ_edge[k]
-                c = edge_dst[e]
-                b = assignment[c]
+            u = edge_src[U(succ_edge[U(idx)])]
+            a = assignment[U(u)]
+            for k in range(idx, succ_ptr[U(u + 1)]):
+                e = succ_edge[U(k)]
+                c = edge_dst[U(e)]
+                b = assignment[U(c)]
                 if a == b:
                     continue
                 p = a * n_dev + b
-                t = end[u] + (pair_latency[p] + size[u] * pair_inv_bw[p]) * edge_factor[e]
+                t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
                 if t == now:
-                    edge_end[e] = now
-                    missing[c] -= 1
-                    if missing[c] == 0:
-                        fifo[f_tail] = (v_next << 32) | (e << 3) | DELIVERED
+                    edge_end[U(e)] = now
+                    missing[U(c)] -= 1
+                    if missing[U(c)] == 0:
+                        fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
                         f_tail += 1
                         v_next += 1
         elif kind == ARRIVED:
-            edge_end[idx] = now
-            c = edge_dst[idx]
-            missing[c] -= 1
-            if missing[c] == 0:
-                fifo[f_tail] = (v_next << 32) | (idx << 3) | DELIVERED
+            edge_end[U(idx)] = now
+            c = edge_dst[U(idx)]
+            missing[U(c)] -= 1
+            if missing[U(c)] == 0:
+                fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | DELIVERED
                 f_tail += 1
                 v_next += 1
         elif kind == DELIVERED:
-            fifo[f_tail] = (v_next << 32) | (edge_dst[idx] << 3) | INPUTS_READY
+            fifo[U(f_tail)] = (v_next << 32) | (edge_dst[U(idx)] << 3) | INPUTS_READY
             f_tail += 1
             v_next += 1
         elif kind == STARTED:
-            start[idx] = now
-            fifo[f_tail] = (v_next << 32) | (idx << 3) | COMPUTED
+            start[U(idx)] = now
+            fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | COMPUTED
             f_tail += 1
             v_next += 1
         else:  # HOP_DONE (always from the heap): transfer idx finished its current hop
             e = idx
-            p = assignment[edge_src[e]] * n_dev + assignment[edge_dst[e]]
-            h = route_ptr[p] + edge_hop[e]
-            ln = route_link[h]
-            if l_head[ln] < l_tail[ln]:  # the link serves its next waiting transfer
-                e2 = l_queue[l_base[ln] + l_head[ln]]
-                l_head[ln] += 1
-                if np.isnan(edge_start[e2]):
-                    edge_start[e2] = now
-                t = now + (link_latency[ln] + size[edge_src[e2]] / link_bandwidth[ln]) * edge_factor[e2]
+            p = assignment[U(edge_src[U(e)])] * n_dev + assignment[U(edge_dst[U(e)])]
+            h = route_ptr[U(p)] + edge_hop[U(e)]
+            ln = route_link[U(h)]
+            if l_head[U(ln)] < l_tail[U(ln)]:  # the link serves its next waiting transfer
+                e2 = l_queue[U(l_base[U(ln)] + l_head[U(ln)])]
+                l_head[U(ln)] += 1
+                if np.isnan(edge_start[U(e2)]):
+                    edge_start[U(e2)] = now
+                t = now + (link_latency[U(ln)] + size[U(edge_src[U(e2)])] / link_bandwidth[U(ln)]) * edge_factor[U(e2)]
                 _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e2 << 3) | HOP_DONE)
                 h_size += 1
                 push_key += 1
             else:
-                l_busy[ln] = 0
-            if h + 1 < route_ptr[p + 1]:  # on to the next hop
-                edge_hop[e] += 1
-                ln = route_link[h + 1]
-                if l_busy[ln]:
-                    l_queue[l_base[ln] + l_tail[ln]] = e
-                    l_tail[ln] += 1
+                l_busy[U(ln)] = 0
+            if h + 1 < route_ptr[U(p + 1)]:  # on to the next hop
+                edge_hop[U(e)] += 1
+                ln = route_link[U(h + 1)]
+                if l_busy[U(ln)]:
+                    l_queue[U(l_base[U(ln)] + l_tail[U(ln)])] = e
+                    l_tail[U(ln)] += 1
                 else:
-                    l_busy[ln] = 1
-                    t = now + (link_latency[ln] + size[edge_src[e]] / link_bandwidth[ln]) * edge_factor[e]
+                    l_busy[U(ln)] = 1
+                    t = now + (link_latency[U(ln)] + size[U(edge_src[U(e)])] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
                     _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e << 3) | HOP_DONE)
                     h_size += 1
                     push_key += 1
             else:  # arrived
-                edge_end[e] = now
-                c = edge_dst[e]
-                missing[c] -= 1
-                if missing[c] == 0:
-                    fifo[f_tail] = (v_next << 32) | (e << 3) | DELIVERED
+                edge_end[U(e)] = now
+                c = edge_dst[U(e)]
+                missing[U(c)] -= 1
+                if missing[U(c)] == 0:
+                    fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
                     f_tail += 1
                     v_next += 1
             wave0_next = push_key
