@@ -126,12 +126,16 @@ def rounds_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, round_
         cm = build_chunk_model(net, remaining, holds, last_land=last_land, last_send=last_send,
                                pending=rel_pending, busy=busy, deadline=False, require=False)
         _objective(cm, net, remaining, holds, rel_pending, dist_to, last_land)
+        greedy = _greedy_round(net, remaining, holds, rel_pending, busy, dist_to, R)
+        chosen = {tuple(row) for row in greedy.tolist()}
+        for key, v in zip(cm.sends, cm.send_vars):
+            cm.model.AddHint(v, key in chosen)
         solver = solver_params(max(0.05, deadline - time.perf_counter()), seed)
         solver.parameters.max_deterministic_time = float(round_budget)
         from ortools.sat.python import cp_model
 
         st = solver.Solve(cm.model)
-        sends = read_sends(solver, cm) if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else np.zeros((0, 3), np.int64)
+        sends = read_sends(solver, cm) if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) else greedy
         # keep only sends that change something: a kept reason is recomputed globally at the end
         if sends.shape[0] == 0:
             retries += 1
@@ -206,3 +210,78 @@ def _objective(cm, net: Network, remaining: np.ndarray, holds: np.ndarray, pendi
             terms.append((w, lits[last_land]))
     if terms:
         cm.model.Maximize(sum(w * v for w, v in terms))
+
+
+def _greedy_round(net: Network, remaining: np.ndarray, holds: np.ndarray, pending: dict, busy: dict,
+                  dist_to: dict, R: int) -> np.ndarray:
+    """A quick valid plan for one round: the CP-SAT hint, and the fallback when CP-SAT finds nothing.
+
+    Epoch by epoch, link by link, while the link has window capacity: send the chunk held at the
+    tail that gets closest to one of its remaining destinations, if the head is closer than the
+    tail and lacks it. A send into a switch must be forwarded in its landing epoch (within the
+    round): it goes to the switch's GPU neighbours that are closer and lack the chunk (all of them
+    for a copy-capable switch, one otherwise; switch-to-switch hops are left to CP-SAT).
+
+    Returns:
+        (n, 3) int64 (commodity, link, epoch) relative to the round's start.
+    """
+    n_comm, n_nodes = remaining.shape
+    hold = np.where(holds, 0, INF).astype(np.int64)
+    for (c, node), t in pending.items():
+        hold[c, node] = min(hold[c, node], max(t, 0))
+    mind = np.full((n_comm, n_nodes), INF, dtype=np.int64)
+    for d, dist in dist_to.items():
+        mind = np.minimum(mind, np.where(remaining[:, d:d + 1], dist[None, :], INF))
+    horizon = R + int(net.lag.max()) + int(net.window.max()) + 1
+    offset = int(net.window.max())  # column of epoch e is e + offset (busy epochs are negative)
+    count = np.zeros((net.n_links, horizon + offset), dtype=np.int64)
+    for l, per in busy.items():
+        for e, k in per.items():
+            count[l, e + offset] += k
+
+    def room(l: int, e: int) -> bool:
+        w, cap = int(net.window[l]), int(net.cap[l])
+        for end in range(e, e + w):  # every window [end - w + 1, end] that contains e
+            if count[l, max(end - w + 1, -offset) + offset:end + offset + 1].sum() >= cap:
+                return False
+        return True
+
+    out_gpu = {w: [int(l) for l in net.out_links(w) if not net.is_switch[net.dst[l]]]
+               for w in np.flatnonzero(net.is_switch)}
+    rows = []
+    gpu_links = [int(l) for l in range(net.n_links) if not net.is_switch[net.src[l]]]
+    for t in range(R):
+        for l in gpu_links:
+            i, j = int(net.src[l]), int(net.dst[l])
+            land = t + int(net.lag[l])
+            while room(l, t):
+                held = (hold[:, i] <= t) & (mind[:, i] < INF)
+                if net.is_switch[j]:
+                    if land > R - 1:
+                        break
+                    best, best_links = -1, []
+                    for c in np.flatnonzero(held):
+                        outs = [o for o in out_gpu[j] if hold[c, net.dst[o]] >= INF
+                                and mind[c, net.dst[o]] < mind[c, i] and room(o, land)]
+                        if not net.copy_capable[j]:
+                            outs = outs[:1]
+                        if len(outs) > len(best_links):
+                            best, best_links = int(c), outs
+                    if best < 0:
+                        break
+                    rows.append((best, l, t))
+                    count[l, t + offset] += 1
+                    for o in best_links:
+                        rows.append((best, o, land))
+                        count[o, land + offset] += 1
+                        g = int(net.dst[o])
+                        hold[best, g] = land + int(net.lag[o])
+                else:
+                    cand = held & (hold[:, j] >= INF) & (mind[:, j] < mind[:, i])
+                    if not cand.any():
+                        break
+                    c = int(np.flatnonzero(cand)[np.argmin(mind[cand, j])])
+                    rows.append((c, l, t))
+                    count[l, t + offset] += 1
+                    hold[c, j] = land
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
