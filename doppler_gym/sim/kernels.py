@@ -125,22 +125,6 @@ def _heap_pop(h_time, h_key, h_code, base, size):
     return top
 
 
-@njit(cache=True, inline="always")
-def _start(g, d, now, v, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size):
-    """Grant op ``g`` a stream of device ``d`` at virtual position ``v``; returns ``(f_tail, h_size)``.
-
-    The start itself is virtual (its only effect is scheduling ``COMPUTED``, keyed by ``v``),
-    except for an op of zero duration, whose ``STARTED`` stays a real zero-delay event.
-    """
-    t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
-    if t == now:
-        fifo[U(f_tail)] = (v << 32) | (g << 3) | STARTED
-        return f_tail + 1, h_size
-    start[U(g)] = now
-    _heap_push(h_time, h_key, h_code, 0, h_size, t, v * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
-    return f_tail, h_size + 1
-
-
 @njit(cache=True)
 def value_range(values):
     """``(min, max)`` of a 1-D integer array in one pass (``(0, -1)`` when empty)."""
@@ -313,34 +297,87 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     now = 0.0
     wave0_next = 0  # heap key of the next push by a wave-0 event at `now`
     grants_pending = False  # priority mode: some device may have a free stream and waiting ops
+    h_sorted = 0  # h_*[:h_sorted] is a heap; the entries after it were appended by the last event
     while True:
-        if h_size > 0 and h_time[0] == now:
-            code = _heap_pop(h_time, h_key, h_code, 0, h_size)
-            h_size -= 1
-            push_key = wave0_next
-        elif f_head < f_tail:
+        # Sift up the entries the last event appended, in push order: exactly the heap that
+        # pushing them one by one gives (a sift-up only moves the entry's ancestors).
+        while h_sorted < h_size:
+            hi = U(h_sorted)
+            t = h_time[hi]
+            key = h_key[hi]
+            code = h_code[hi]
+            while hi != _U0:
+                parent = (hi - _U1) >> _U1
+                if _less(t, key, h_time[parent], h_key[parent]):
+                    h_time[hi] = h_time[parent]
+                    h_key[hi] = h_key[parent]
+                    h_code[hi] = h_code[parent]
+                    hi = parent
+                else:
+                    break
+            h_time[hi] = t
+            h_key[hi] = key
+            h_code[hi] = code
+            h_sorted += 1
+        if f_head < f_tail and (h_size == 0 or h_time[0] != now):
             code = fifo[U(f_head)]
             f_head += 1
             push_key = (code >> 32) * WAVE + FIFO_PUSH
-        elif grants_pending:
-            # Priority mode: every event due now is done; fill free streams, lowest value first.
-            grants_pending = False
-            for d in range(n_dev):
-                while free_streams[U(d)] > 0 and q_len[U(d)] > 0:
-                    g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
-                    q_len[U(d)] -= 1
-                    free_streams[U(d)] -= 1
-                    f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
-                    v_next += 1
-            continue
-        elif h_size > 0:  # advance the clock to the next future event and process it
-            now = h_time[0]
-            wave0_next = v_next * WAVE
-            code = _heap_pop(h_time, h_key, h_code, 0, h_size)
-            h_size -= 1
-            push_key = wave0_next
         else:
-            break
+            if h_size == 0 or h_time[0] != now:  # nothing is due now
+                if grants_pending:
+                    # Priority mode: every event due now is done; fill free streams, lowest value first.
+                    grants_pending = False
+                    for d in range(n_dev):
+                        while free_streams[U(d)] > 0 and q_len[U(d)] > 0:
+                            g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
+                            q_len[U(d)] -= 1
+                            free_streams[U(d)] -= 1
+                            # Start g (virtually: its only effect is scheduling COMPUTED, keyed by v_next),
+                            # except an op of zero duration, whose STARTED stays a real zero-delay event.
+                            t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+                            if t == now:
+                                fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
+                                f_tail += 1
+                            else:
+                                start[U(g)] = now
+                                h_time[U(h_size)] = t
+                                h_key[U(h_size)] = v_next * WAVE + FIFO_PUSH
+                                h_code[U(h_size)] = (g << 3) | COMPUTED
+                                h_size += 1
+                            v_next += 1
+                    continue
+                if h_size == 0:
+                    break
+                now = h_time[0]  # advance the clock to the next future event and process it
+                wave0_next = v_next * WAVE
+            # Pop the heap's smallest entry (inline: helpers taking arrays cost refcount calls).
+            code = h_code[0]
+            h_size -= 1
+            h_sorted = h_size
+            m = U(h_size)
+            t = h_time[m]
+            key = h_key[m]
+            last = h_code[m]
+            hi = _U0
+            while True:
+                child = hi + hi + _U1
+                if child >= m:
+                    break
+                if child + _U1 < m:
+                    child += U(_less(h_time[child + _U1], h_key[child + _U1], h_time[child], h_key[child]))
+                if _less(h_time[child], h_key[child], t, key):
+                    h_time[hi] = h_time[child]
+                    h_key[hi] = h_key[child]
+                    h_code[hi] = h_code[child]
+                    hi = child
+                else:
+                    break
+            if m != _U0:
+                h_time[hi] = t
+                h_key[hi] = key
+                h_code[hi] = last
+            push_key = wave0_next
         kind = code & 7
         idx = (code >> 3) & 0x1FFFFFFF
 
@@ -361,7 +398,18 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 g = q_op[U(q_base[U(d)] + q_head[U(d)])]
                 q_head[U(d)] += 1
                 free_streams[U(d)] -= 1
-                f_tail, h_size = _start(g, d, now, v_next, comp, inv_speed, comp_factor, start, fifo, f_tail, h_time, h_key, h_code, h_size)
+                # Start g (virtually: its only effect is scheduling COMPUTED, keyed by v_next),
+                # except an op of zero duration, whose STARTED stays a real zero-delay event.
+                t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+                if t == now:
+                    fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
+                    f_tail += 1
+                else:
+                    start[U(g)] = now
+                    h_time[U(h_size)] = t
+                    h_key[U(h_size)] = v_next * WAVE + FIFO_PUSH
+                    h_code[U(h_size)] = (g << 3) | COMPUTED
+                    h_size += 1
                 v_next += 1
             if kind == RELEASE_FINISH:
                 # The finish event sits right after the release, at virtual position v + 1.
@@ -389,7 +437,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                             else:
                                 l_busy[U(ln)] = 1
                                 t = now + (link_latency[U(ln)] + size[U(idx)] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
-                                _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (e << 3) | HOP_DONE)
+                                h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
+                                h_key[U(h_size)] = push_key + j
+                                h_code[U(h_size)] = (e << 3) | HOP_DONE
                                 h_size += 1
                                 j += 1
                             continue
@@ -407,11 +457,15 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     elif group_k < 0:  # first delayed transfer of idx: a group entry
                         group_k = k
                         group_t = t
-                        _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (k << 3) | ARRIVED_GROUP)
+                        h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
+                        h_key[U(h_size)] = push_key + j
+                        h_code[U(h_size)] = (k << 3) | ARRIVED_GROUP
                         h_size += 1
                         j += 1
                     elif t != group_t:
-                        _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key + j, (e << 3) | ARRIVED)
+                        h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
+                        h_key[U(h_size)] = push_key + j
+                        h_code[U(h_size)] = (e << 3) | ARRIVED
                         h_size += 1
                         j += 1
         elif kind == COMPUTED:
@@ -468,7 +522,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 if np.isnan(edge_start[U(e2)]):
                     edge_start[U(e2)] = now
                 t = now + (link_latency[U(ln)] + size[U(edge_src[U(e2)])] / link_bandwidth[U(ln)]) * edge_factor[U(e2)]
-                _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e2 << 3) | HOP_DONE)
+                h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
+                h_key[U(h_size)] = push_key
+                h_code[U(h_size)] = (e2 << 3) | HOP_DONE
                 h_size += 1
                 push_key += 1
             else:
@@ -482,7 +538,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 else:
                     l_busy[U(ln)] = 1
                     t = now + (link_latency[U(ln)] + size[U(edge_src[U(e)])] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
-                    _heap_push(h_time, h_key, h_code, 0, h_size, t, push_key, (e << 3) | HOP_DONE)
+                    h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
+                    h_key[U(h_size)] = push_key
+                    h_code[U(h_size)] = (e << 3) | HOP_DONE
                     h_size += 1
                     push_key += 1
             else:  # arrived
