@@ -122,7 +122,8 @@ def parse_bytes(value: Any) -> float:
 def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, chunks: int = 1,
           epoch: str | float = "fast", method: str = "milp", time_limit: float | None = None, seed: int = 0,
           *, root: int | str | None = None, multiplier: float | str = 1.0, early_delivery: bool = True,
-          objective_budget: float = 0.0, round_epochs: int | None = None) -> Schedule | PhasedSchedule:
+          objective_budget: float = 0.0, round_epochs: int | None = None,
+          round_budget: float = 2.0) -> Schedule | PhasedSchedule:
     """Minimum-epoch schedule of a collective, checked by the validator.
 
     Args:
@@ -144,6 +145,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         objective_budget: MILP only: CP-SAT deterministic-time budget for the released early-delivery
             objective at the minimum horizon (0: off; see :mod:`doppler_gym.comm.milp`).
         round_epochs: rounds only: epochs per round (default: the study's ``max(15, lag + window)``).
+        round_budget: rounds only: CP-SAT deterministic-time budget per round (more: better, slower).
 
     Returns:
         A :class:`~doppler_gym.comm.schedule.Schedule`, or a :class:`PhasedSchedule` for
@@ -179,7 +181,8 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         phases.append(solve_demand(part_topo, demand, buffer, epoch=epoch, method=method,
                                    time_limit=left / (len(parts) - len(phases)), seed=seed,
                                    multiplier=float(multiplier), early_delivery=early_delivery,
-                                   objective_budget=objective_budget, round_epochs=round_epochs))
+                                   objective_budget=objective_budget, round_epochs=round_epochs,
+                                   round_budget=round_budget))
     if len(parts) == 1 and not parts[0][1]:
         return phases[0]
     return PhasedSchedule(name=name, phases=tuple(phases), backwards=tuple(b for _, b in parts), buffer_bytes=buffer)
@@ -188,7 +191,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
 def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, epoch: str | float = "fast",
                  method: str = "milp", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0,
                  multiplier: float = 1.0, early_delivery: bool = True, objective_budget: float = 0.0,
-                 round_epochs: int | None = None) -> Schedule:
+                 round_epochs: int | None = None, round_budget: float = 2.0) -> Schedule:
     """Schedule one demand (see :func:`solve`); validated before it is returned."""
     from doppler_gym.comm.validate import validate
 
@@ -222,7 +225,7 @@ def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, ep
         from doppler_gym.comm.rounds import rounds_schedule
 
         r = rounds_schedule(net, demand.source, demand.wants, round_epochs=round_epochs, time_limit=time_limit,
-                            seed=seed)
+                            seed=seed, round_budget=round_budget)
         sends, epochs, optimal, secs = r.sends, r.epochs, r.optimal, r.seconds
     schedule = Schedule(topology=topology, demand=demand, chunk_bytes=chunk_bytes, tau=tau, epochs=epochs,
                         sends=sends, method=method, solver_seconds=secs, optimal=optimal)
