@@ -136,7 +136,7 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
         if status == "unknown":
             if time.perf_counter() >= deadline:
                 raise RuntimeError(f"min_epoch_schedule: no schedule found within time_limit={time_limit} s "
-                                   f"(tried horizons {[e for e, _ in solves]}); raise time_limit, use coarser "
+                                   f"(tried horizons {[e for e, *_ in solves]}); raise time_limit, use coarser "
                                    "epochs, or method='rounds'")
             proven = False
         lo = E + 1

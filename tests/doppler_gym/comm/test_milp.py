@@ -97,3 +97,10 @@ def test_unreachable_demand_raises():
     wants = np.array([[True, False]])  # node 0 wants a chunk of node 1: no link 1 -> 0
     with pytest.raises(ValueError, match="unreachable"):
         min_epoch_schedule(net_of(topo), np.array([1]), wants)
+
+
+def test_time_out_before_any_schedule_raises_with_advice():
+    topo = ring4(bidirectional=False)
+    demand = make_demand("allgather", topo)
+    with pytest.raises(RuntimeError, match="raise time_limit"):
+        min_epoch_schedule(net_of(topo), demand.source, demand.wants, time_limit=1e-9)
