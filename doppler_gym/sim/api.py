@@ -92,7 +92,7 @@ def _run_single(
             floats[o : o + n_times // 2 - n] = edge_factor[0]
     times = np.empty(n_times, np.float64)
     makespan = kernels.run_packed(meta, ints, floats, assign, times)
-    return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit)
+    return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit, config.time_divisor)
 
 
 _FAST_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))

@@ -297,6 +297,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     now = 0.0
     wave0_next = 0  # heap key of the next push by a wave-0 event at `now`
     grants_pending = False  # priority mode: some device may have a free stream and waiting ops
+    makespan = 0.0
     h_sorted = 0  # h_*[:h_sorted] is a heap; the entries after it were appended by the last event
     while True:
         # Sift up the entries the last event appended, in push order: exactly the heap that
@@ -470,6 +471,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                         j += 1
         elif kind == COMPUTED:
             end[U(idx)] = now
+            makespan = now  # the clock never goes back: the last op to end ends last
             free_streams[U(assignment[U(idx)])] += 1
             fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | RELEASE_FINISH
             f_tail += 1
@@ -553,10 +555,6 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     v_next += 1
             wave0_next = push_key
 
-    makespan = 0.0
-    for o in range(n):
-        if end[o] > makespan:
-            makespan = end[o]
     if divisor != 1.0:
         if scale_times:
             for i in range(times.shape[0]):
@@ -575,7 +573,9 @@ def run_one(meta, ints, floats, priority, comp_factor, edge_factor, assignment, 
 def run_packed(meta, ints, floats, assignment, times):
     """:func:`run_one` with the per-op rows taken from ``floats`` (offsets ``meta[M_PRIO]``,
     ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments, since Numba's dispatch
-    costs about as much per argument as simulating an op."""
+    costs about as much per argument as simulating an op. ``times`` stay in internal units
+    (not divided by the time divisor; :class:`~doppler_gym.sim.trace.Trace` divides them when
+    first read); the returned makespan is divided."""
     n, n_edges = meta[M_N], meta[M_E]
     o = meta[M_PRIO]
     priority = floats[o : o + n]
@@ -583,7 +583,7 @@ def run_packed(meta, ints, floats, assignment, times):
     comp_factor = floats[o : o + n]
     o = meta[M_EDGE_FACTOR]
     edge_factor = floats[o : o + n_edges]
-    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
+    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta), False)
 
 
 @njit(cache=True, parallel=True)

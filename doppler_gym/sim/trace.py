@@ -37,15 +37,24 @@ class Trace:
 
     @classmethod
     def _from_times(
-        cls, makespan: float, times: np.ndarray, n_ops: int, assignment: np.ndarray, n_devices: int, time_unit: str
+        cls,
+        makespan: float,
+        times: np.ndarray,
+        n_ops: int,
+        assignment: np.ndarray,
+        n_devices: int,
+        time_unit: str,
+        divisor: float = 1.0,
     ) -> Trace:
         """The simulator's fast constructor: ``times`` is the kernel's ``(2n + 2E,)`` buffer (op
-        start, op end, edge start, edge end); the four array fields are views of it, made on
-        first access (a frozen dataclass otherwise pays ~1 us per call to set its fields)."""
+        start, op end, edge start, edge end) in internal units, ``divisor`` what turns them into
+        ``time_unit``. The four array fields are views of it, made (and divided, in place, once)
+        on first access: a frozen dataclass otherwise pays ~1 us per call to set its fields, and
+        most callers only want the makespan."""
         self = object.__new__(cls)
         self.__dict__.update(
             makespan=float(makespan), assignment=assignment, n_devices=n_devices, time_unit=time_unit,
-            _times=times, _n_ops=n_ops,
+            _times=times, _n_ops=n_ops, _divisor=divisor,
         )
         return self
 
@@ -54,6 +63,8 @@ class Trace:
         d = self.__dict__
         if name in _TIME_FIELDS and "_times" in d:
             times, n = d["_times"], d["_n_ops"]
+            if d["_divisor"] != 1.0:
+                times /= d["_divisor"]  # IEEE division, element by element: as exact as the kernel's
             n_edges = (times.shape[0] - 2 * n) // 2
             d["start"], d["end"] = times[:n], times[n : 2 * n]
             d["edge_start"], d["edge_end"] = times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :]

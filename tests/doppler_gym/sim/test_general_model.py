@@ -967,3 +967,22 @@ def test_trace_from_the_fast_path_behaves_like_a_dataclass():
         tr.nope  # noqa: B018
     with pytest.raises(dataclasses.FrozenInstanceError):
         tr.makespan = 1.0
+
+
+def test_lazy_trace_divides_times_once_whatever_is_read_first():
+    import copy
+    import pickle
+
+    g = _random_graph(12, "raw", n_ops=30)
+    a = np.random.default_rng(5).integers(0, 3, g.n_ops)
+    cfg = dg.SimConfig(cost_model="raw", time_divisor=1e3)
+    raw = dg.simulate(g, a, config=dg.SimConfig(cost_model="raw"))
+    for first in ("start", "end", "edge_start", "edge_end"):
+        tr = dg.simulate(g, a, config=cfg)
+        frozen = pickle.loads(pickle.dumps(tr))  # copied before any field was read
+        copied = copy.deepcopy(tr)
+        getattr(tr, first)
+        for other in (tr, frozen, copied):
+            for name in ("start", "end", "edge_start", "edge_end", first):
+                np.testing.assert_array_equal(getattr(other, name), getattr(raw, name) / 1e3)
+        assert tr.makespan == raw.makespan / 1e3
