@@ -39,7 +39,7 @@ def simulate(
         ValueError: assignment of the wrong length or with non-integer or out-of-range devices,
             priorities of the wrong shape, or no priorities under ``queue_order="priority"``.
     """
-    # Fast path: a valid int32/int64 numpy assignment (what search loops pass). Everything
+    # Fast paths: a valid int32/int64 numpy assignment (what search loops pass). Everything
     # else, errors included, goes through the full checks below.
     if (
         type(assignment) is np.ndarray
@@ -48,6 +48,23 @@ def simulate(
         and isinstance(graph, DataflowGraph)
         and isinstance(config, SimConfig)
     ):
+        # Fastest: the problem of this call's (graph, topology, config) last time, device range
+        # checked by the kernel itself (one Numba call in all).
+        last = _LAST.get((id(graph), id(topology), id(config)))
+        if (
+            last is not None
+            and last[0] is graph
+            and last[1] is topology
+            and last[2] is config
+            and assignment.shape[0] == last[3]
+            and assignment.flags.c_contiguous
+        ):
+            times = np.empty(last[4], np.float64)
+            makespan = kernels.run_packed(last[5], last[6], last[7], assignment, times)
+            if makespan >= 0.0:
+                if assignment.dtype.num != _INT32_NUM:
+                    assignment = assignment.astype(np.int32)
+                return Trace._from_times(makespan, times, last[3], assignment, last[8], last[9], last[10])
         low, high = kernels.value_range(assignment)
         if topology is None:
             topo_devices = high + 1
@@ -57,6 +74,18 @@ def simulate(
             ok = low >= 0 and high < topo_devices
         if ok:
             ctx = _context(graph, topology, topo_devices, config)
+            if config.queue_order != "priority" and not config.has_jitter:
+                if len(_LAST) >= 64:
+                    _LAST.clear()
+                n, n_times, meta, ints, floats, time_unit = ctx
+                if topology is None:  # the device count came from this assignment: later ones must match
+                    meta = meta.copy()
+                    meta[kernels.M_EXACT_DEVICES] = 1
+                    meta.setflags(write=False)
+                _LAST[(id(graph), id(topology), id(config))] = (
+                    graph, topology, config, n, n_times, meta, ints, floats, topo_devices, time_unit,
+                    config.time_divisor,
+                )
             if assignment.shape[0] == ctx[0] > 0:
                 if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
                     assignment = assignment.astype(np.int32)
@@ -98,6 +127,7 @@ def _run_single(
 _FAST_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 _INT32_NUM = np.dtype(np.int32).num
 _CONTEXTS: dict = {}
+_LAST: dict = {}  # (id(graph), id(topology), id(config)) -> the objects, then the problem simulate used last
 
 
 def _context(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:

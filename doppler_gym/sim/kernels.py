@@ -51,7 +51,8 @@ M_N, M_E, M_D, M_STREAMS, M_LINK_FIFO, M_PRIORITY = 0, 1, 2, 3, 4, 5
 M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX_HOPS = 6, 7, 8, 9, 10, 11, 12, 13
 M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
 M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
-META_LEN = 25
+M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (topology=None)
+META_LEN = 26
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -575,8 +576,13 @@ def run_packed(meta, ints, floats, assignment, times):
     ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments, since Numba's dispatch
     costs about as much per argument as simulating an op. ``times`` stay in internal units
     (not divided by the time divisor; :class:`~doppler_gym.sim.trace.Trace` divides them when
-    first read); the returned makespan is divided."""
+    first read); the returned makespan is divided. ``assignment`` (int32 or int64) is checked
+    first: ``-1.0`` is returned, nothing simulated, when a device lies outside ``[0, M_D)`` (or,
+    with ``meta[M_EXACT_DEVICES]``, when device ``M_D - 1`` is unused)."""
     n, n_edges = meta[M_N], meta[M_E]
+    low, high = value_range(assignment)
+    if low < 0 or high >= meta[M_D] or (meta[M_EXACT_DEVICES] != 0 and high + 1 != meta[M_D]):
+        return -1.0  # not this problem's devices: the caller checks and reports
     o = meta[M_PRIO]
     priority = floats[o : o + n]
     o = meta[M_COMP_FACTOR]

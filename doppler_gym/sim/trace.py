@@ -52,9 +52,13 @@ class Trace:
         on first access: a frozen dataclass otherwise pays ~1 us per call to set its fields, and
         most callers only want the makespan."""
         self = object.__new__(cls)
-        self.__dict__.update(
-            makespan=float(makespan), assignment=assignment, n_devices=n_devices, time_unit=time_unit,
-            _times=times, _n_ops=n_ops, _divisor=divisor,
+        object.__setattr__(
+            self,
+            "__dict__",
+            {
+                "makespan": float(makespan), "assignment": assignment, "n_devices": n_devices,
+                "time_unit": time_unit, "_times": times, "_n_ops": n_ops, "_divisor": divisor,
+            },
         )
         return self
 

@@ -986,3 +986,35 @@ def test_lazy_trace_divides_times_once_whatever_is_read_first():
             for name in ("start", "end", "edge_start", "edge_end", first):
                 np.testing.assert_array_equal(getattr(other, name), getattr(raw, name) / 1e3)
         assert tr.makespan == raw.makespan / 1e3
+
+
+def test_repeated_calls_recheck_devices_on_the_cached_problem():
+    # The second and later calls of one (graph, topology, config) take the kernel's own range check.
+    g = _random_graph(13, "raw", n_ops=25)
+    cfg = dg.SimConfig(cost_model="raw")
+    rng = np.random.default_rng(9)
+    for topology in (None, Topology.uniform(5)):
+        for _ in range(3):
+            for high in (4, 2, 3, 4, 1):
+                a = rng.integers(0, high + 1, g.n_ops)
+                a[0] = high
+                for form in (a, a.astype(np.int32)):
+                    tr = dg.simulate(g, form, topology=topology, config=cfg)
+                    ref = dg.simulate(g, a.tolist(), topology=topology, config=cfg)
+                    assert tr.makespan == ref.makespan and tr.n_devices == ref.n_devices
+                    assert tr.n_devices == (high + 1 if topology is None else 5)
+                    np.testing.assert_array_equal(tr.end, ref.end)
+                    assert tr.assignment.dtype == np.int32
+        bad = a.copy()
+        bad[3] = -1
+        with pytest.raises(ValueError, match=r"negative|0 <= id"):
+            dg.simulate(g, bad, topology=topology, config=cfg)
+        with pytest.raises(ValueError, match=r"negative|0 <= id"):
+            dg.simulate(g, bad.astype(np.int32), topology=topology, config=cfg)
+        bad[3] = 2**40
+        with pytest.raises(ValueError, match=r"device id|devices|Topology"):
+            dg.simulate(g, bad, topology=topology, config=cfg)
+        with pytest.raises(ValueError, match=r"3 ops|25 ops"):
+            dg.simulate(g, a[:3], topology=topology, config=cfg)
+    with pytest.raises(ValueError, match=r"5 devices"):
+        dg.simulate(g, np.full(g.n_ops, 5), topology=Topology.uniform(5), config=cfg)
