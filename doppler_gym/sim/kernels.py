@@ -352,6 +352,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 if h_size == 0:
                     break
                 now = h_time[0]  # advance the clock to the next future event and process it
+                f_head = 0  # the FIFO is empty here: reuse its start (it stays in cache on big graphs)
+                f_tail = 0
                 wave0_next = v_next * WAVE
             # Pop the heap's smallest entry (inline: helpers taking arrays cost refcount calls).
             code = h_code[0]
