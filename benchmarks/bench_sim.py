@@ -6,7 +6,8 @@ Run from the repository root::
     python benchmarks/bench_sim.py --quick    # fewer repetitions (a few seconds)
 
 Part 1, the six DOPPLER paper graphs (D = 4, or 8 for the ``-8gpu`` graphs), measured back to back
-on the same random assignments:
+on the same random assignments, in interleaved rounds (one SimPy call, then a slice of the single
+calls, every few rounds a batch) so that a change in machine load hits both sides alike:
 
 * SimPy: the test oracle ``tests/doppler_gym/sim/simpy_port.py`` (the authors' event structure on
   the real ``simpy`` package), median time per call;
@@ -74,8 +75,8 @@ def random_local_dag(n_ops: int, degree: int = 2, window: int = 64, seed: int = 
     )
 
 
-def _median_call_time(fn, args_list) -> float:
-    """Median wall time [s] of ``fn(*args)`` over ``args_list``, each call timed on its own."""
+def _call_times(fn, args_list) -> np.ndarray:
+    """Wall time [s] of each ``fn(*args)`` over ``args_list``, each call timed on its own."""
     times = np.empty(len(args_list))
     gc.collect()
     gc.disable()
@@ -86,7 +87,12 @@ def _median_call_time(fn, args_list) -> float:
             times[i] = time.perf_counter() - t0
     finally:
         gc.enable()
-    return float(np.median(times))
+    return times
+
+
+def _median_call_time(fn, args_list) -> float:
+    """Median wall time [s] of ``fn(*args)`` over ``args_list``, each call timed on its own."""
+    return float(np.median(_call_times(fn, args_list)))
 
 
 def _fmt_time(seconds: float) -> str:
@@ -124,15 +130,22 @@ def bench_paper(args: argparse.Namespace) -> None:
         # warm up this graph (numba dispatch, cached CSR views) before timing
         dg.simulate(g, batch[0], config=REFERENCE)
         dg.simulate_batch(g, batch[:8], config=REFERENCE)
-        t_simpy = _median_call_time(simpy_makespan, [(g, rows[i]) for i in range(args.simpy_calls)])
-        t_single = _median_call_time(
-            functools.partial(dg.simulate, g, config=REFERENCE), [(a,) for a in rows]
-        )
-        batch_times = []
-        for _ in range(args.batch_reps):
-            t0 = time.perf_counter()
-            dg.simulate_batch(g, batch, config=REFERENCE)
-            batch_times.append((time.perf_counter() - t0) / args.batch)
+        # Interleaved rounds, so that both sides see the same machine load: each round times one
+        # SimPy call, a slice of the single calls and (every few rounds) one whole batch.
+        single = functools.partial(dg.simulate, g, config=REFERENCE)
+        per_round = -(-args.single_calls // args.simpy_calls)
+        batch_every = max(1, args.simpy_calls // args.batch_reps)
+        simpy_times, single_times, batch_times = [], [], []
+        for r in range(args.simpy_calls):
+            simpy_times.append(_median_call_time(simpy_makespan, [(g, rows[r])]))
+            chunk = [(a,) for a in rows[r * per_round : (r + 1) * per_round]]
+            single_times.extend(_call_times(single, chunk))
+            if r % batch_every == 0 and len(batch_times) < args.batch_reps:
+                t0 = time.perf_counter()
+                dg.simulate_batch(g, batch, config=REFERENCE)
+                batch_times.append((time.perf_counter() - t0) / args.batch)
+        t_simpy = float(np.median(simpy_times))
+        t_single = float(np.median(single_times))
         t_batch = float(np.median(batch_times))
         r_single, r_batch = t_simpy / t_single, t_simpy / t_batch
         worst_single, worst_batch = min(worst_single, r_single), min(worst_batch, r_batch)

@@ -27,6 +27,14 @@ position* ``v``: SimPy's processing order. Heap keys are ``v * 2**31 + 2**30 + j
 where ``p`` is the virtual position count when ``now`` advanced: exactly SimPy's event-id order.
 
 A FIFO entry is one int64: ``v << 32 | index << 3 | kind``.
+
+Speed notes (each measured; see ``benchmarks/bench_sim.py``): array indices in the loop are cast
+to unsigned (``U(i)``) so that Numba emits no negative-index wraparound per access; the loop calls
+no helper that takes arrays (an inlined call costs three NRT incref and three decref calls), so
+an event appends its heap pushes and the top of the loop sifts them up in push order (the heap
+that pushing them one by one gives); the FIFO restarts at index 0 whenever the clock advances (it
+is empty then); single calls go through :func:`run_packed` (five arguments, device range checked
+inside) and leave times undivided for :class:`~doppler_gym.sim.trace.Trace` to divide lazily.
 """
 
 from __future__ import annotations
