@@ -36,7 +36,8 @@ from doppler_gym.comm.demand import (
     is_composite,
     make_demand,
 )
-from doppler_gym.comm.schedule import EPOCH_KINDS, Schedule, epoch_length
+from doppler_gym.comm.epochs import EPOCH_KINDS, epoch_duration
+from doppler_gym.comm.schedule import Schedule
 from doppler_gym.comm.topology import CommTopology, comm_topology, names, reverse_topology
 from doppler_gym.comm.validate import validate
 
@@ -175,7 +176,7 @@ def _baseline(method: str, topo: CommTopology, kind: str, buffer_bytes: float, c
         t = reverse_topology(topo) if reverse else topo
         demand = make_demand(part, t, chunks=chunks, root=_root(t, root))
         chunk = chunk_bytes_for(demand, buffer_bytes)
-        out.append(BASELINES[method](t, demand, chunk, epoch_length(t, chunk, epoch)))
+        out.append(BASELINES[method](t, demand, chunk, epoch_duration(t, chunk, epoch)))
     return out
 
 

@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from doppler_gym.comm.demand import Demand, canonical_kind
-from doppler_gym.comm.schedule import LinkTiming, Schedule, arrival_offset, epoch_length, link_timing
+from doppler_gym.comm.epochs import epoch_duration
+from doppler_gym.comm.schedule import LinkTiming, Schedule, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
 BRUTE_FORCE_GPUS = 8  # ring orders are enumerated up to this many GPUs, searched (2-opt) above
@@ -185,7 +186,7 @@ def _setup(topology: object, demand: Demand, chunk_bytes: float, tau: float | No
             f"demand {demand.name!r} is defined on {demand.n_nodes} nodes but topology {topo.name!r} has "
             f"{topo.n_nodes}; build it with make_demand(kind, topology)"
         )
-    t = epoch_length(topo, chunk_bytes, "fast") if tau is None else epoch_length(topo, chunk_bytes, tau)
+    t = epoch_duration(topo, chunk_bytes, "fast" if tau is None else tau)
     return topo, t, link_timing(topo, t, chunk_bytes)
 
 
@@ -197,7 +198,7 @@ def ring_order(topology: object, chunk_bytes: float, tau: float | None = None) -
     ``tau``, default the fast epoch), then the sum of hops: by enumeration up to
     ``BRUTE_FORCE_GPUS`` GPUs, by nearest neighbour plus 2-opt above."""
     topo = comm_topology(topology)
-    t = epoch_length(topo, chunk_bytes, "fast") if tau is None else epoch_length(topo, chunk_bytes, tau)
+    t = epoch_duration(topo, chunk_bytes, "fast" if tau is None else tau)
     weight = _route_weight(topo, link_timing(topo, t, chunk_bytes))
     return _ring_order(topo, tuple(weight.tolist())).copy()
 

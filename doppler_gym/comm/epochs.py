@@ -16,10 +16,13 @@ Then the alpha guard for ``fast``/``slow``: when the smallest link latency is mo
 ``alpha_ratio_max`` (200) epochs long, ``tau`` grows to ``min alpha / 200``, since at such sizes
 latency dominates the finish time and finer epochs only grow the model. (This is why the study's
 1 KB rows show ``tau = 0.7 us / 200 = 3.5 ns``.) ``alpha_ratio_max=None`` turns it off. A given
-duration is kept exactly: the released code applies the guard to it too, but whoever names ``tau``
-means that ``tau`` (and :func:`doppler_gym.comm.schedule.epoch_length` does the same).
+duration is kept exactly (no multiplier, no guard): the released code applies the guard to it too,
+but whoever names ``tau`` means that ``tau``.
 
 Links with zero latency are ignored by the guard (the smallest *positive* alpha counts).
+
+:func:`epoch_duration` is the one rule for ``tau``: the solvers (:func:`doppler_gym.comm.solve.solve`),
+the baselines and the ``doppler collective`` rows all call it, so they share their epochs.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def epoch_duration(topology: Any, chunk_bytes: float, epoch: str | float = "fast
         topology: a ``CommTopology`` (uses ``capacity`` (n_links,) [B/s] and ``alpha`` (n_links,) [s]).
         chunk_bytes: size of one chunk [B], > 0.
         epoch: ``"fast"`` (fastest link sends one chunk per epoch), ``"slow"`` (slowest link does) or a
-            positive duration in seconds.
+            positive duration in seconds (a number, or a string such as ``"1e-6"``; the names are
+            read without case or surrounding blanks).
         multiplier: scales ``"fast"``/``"slow"`` (> 0); ignored for a given duration.
         alpha_ratio_max: the alpha guard for ``"fast"``/``"slow"`` (module docstring); ``None`` disables it.
 
@@ -66,13 +70,20 @@ def epoch_duration(topology: Any, chunk_bytes: float, epoch: str | float = "fast
     """
     if not (isinstance(chunk_bytes, (int, float, np.integer, np.floating)) and chunk_bytes > 0
             and math.isfinite(chunk_bytes)):
-        raise ValueError(f"epoch_duration: chunk_bytes must be a positive number of bytes, got {chunk_bytes!r}")
+        raise ValueError(f"epoch_duration: chunk_bytes must be positive and finite (bytes), got {chunk_bytes!r}")
     capacity = np.asarray(topology.capacity, dtype=np.float64)
     if capacity.size == 0:
         raise ValueError(f"epoch_duration: topology {getattr(topology, 'name', '?')!r} has no links")
     if isinstance(epoch, str):
-        if epoch not in EPOCH_KINDS:
-            raise ValueError(f"epoch_duration: epoch must be 'fast', 'slow' or a duration in seconds, got {epoch!r}")
+        key = epoch.strip().lower()
+        if key not in EPOCH_KINDS:
+            try:
+                seconds = float(key)
+            except ValueError:
+                raise ValueError(f"epoch_duration: epoch must be 'fast', 'slow' or a duration in seconds, "
+                                 f"got {epoch!r}") from None
+            return epoch_duration(topology, chunk_bytes, seconds)
+        epoch = key
         if not (multiplier > 0 and math.isfinite(multiplier)):
             raise ValueError(f"epoch_duration: multiplier must be a positive number, got {multiplier!r}")
         rate = capacity.max() if epoch == "fast" else capacity.min()

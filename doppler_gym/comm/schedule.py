@@ -1,6 +1,7 @@
 """Epoch timing of links and the :class:`Schedule` every solver and baseline returns.
 
-Time is cut into epochs of length ``tau`` [s] (TE-CCL's time-expanded network, study section 1.1).
+Time is cut into epochs of length ``tau`` [s] (TE-CCL's time-expanded network, study section 1.1;
+``tau`` itself comes from :func:`doppler_gym.comm.epochs.epoch_duration`).
 For a chunk of ``chunk_bytes`` [B] each link gets three numbers (:func:`link_timing`):
 
 - ``kappa = capacity * tau / chunk_bytes``: chunks the link moves per epoch (may be < 1);
@@ -41,8 +42,6 @@ from doppler_gym.comm.topology import CommTopology
 
 EPS = 1e-9  # guards ceil/floor against float noise ((beta+1)*kappa = 0.9999999999999999)
 ALPHA_THRESHOLD = 0.1  # alpha/tau below this counts as no latency (released code)
-ALPHA_EPOCH_RATIO_MAX = 200  # if min alpha / tau exceeds this, tau := min alpha / 200 (released code)
-EPOCH_KINDS = ("fast", "slow")
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,31 +83,6 @@ def arrival_offset(topology: CommTopology, timing: LinkTiming) -> np.ndarray:
     ``k + offset`` (``delta`` for switch -> GPU links, ``1 + delta + beta`` otherwise)."""
     switch_to_gpu = topology.is_switch[topology.src] & ~topology.is_switch[topology.dst]
     return np.where(switch_to_gpu, timing.delta, 1 + timing.delta + timing.beta).astype(np.int64)
-
-
-def epoch_length(topology: CommTopology, chunk_bytes: float, epoch: str | float = "fast") -> float:
-    """Epoch length ``tau`` [s].
-
-    Args:
-        epoch: ``"fast"`` (one chunk per epoch on the fastest link, ``chunk_bytes / max capacity``),
-            ``"slow"`` (on the slowest link), or a number of seconds. For fast/slow, if the smallest
-            positive latency exceeds 200 epochs, ``tau`` becomes that latency / 200 (released code).
-    """
-    chunk_bytes = _positive(chunk_bytes, "chunk_bytes")
-    if isinstance(epoch, str):
-        key = epoch.strip().lower()
-        if key not in EPOCH_KINDS:
-            try:
-                return epoch_length(topology, chunk_bytes, float(key))
-            except ValueError:
-                raise ValueError(f"epoch must be 'fast', 'slow' or a length in seconds, got {epoch!r}") from None
-        cap = topology.capacity.max() if key == "fast" else topology.capacity.min()
-        tau = chunk_bytes / float(cap)
-        alphas = topology.alpha[topology.alpha > 0]
-        if alphas.size and alphas.min() / tau > ALPHA_EPOCH_RATIO_MAX:
-            tau = float(alphas.min()) / ALPHA_EPOCH_RATIO_MAX
-        return tau
-    return _positive(epoch, "epoch length (s)")
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,7 +10,7 @@ import pytest
 import doppler_gym as dg
 from doppler_gym.comm.baselines import direct_schedule, nccl_time, ring_order, ring_schedule
 from doppler_gym.comm.demand import chunk_bytes_for, make_demand
-from doppler_gym.comm.schedule import epoch_length
+from doppler_gym.comm.epochs import epoch_duration
 from doppler_gym.comm.topology import CommTopology, comm_topology
 from doppler_gym.comm.validate import validate
 
@@ -32,7 +32,7 @@ def test_baselines_are_valid_everywhere(spec, kind):
     demand = make_demand(kind, topo)
     chunk = chunk_bytes_for(demand, 64e6)
     for epoch in ("fast", "slow"):
-        tau = epoch_length(topo, chunk, epoch)
+        tau = epoch_duration(topo, chunk, epoch)
         for make in (ring_schedule, direct_schedule):
             s = make(topo, demand, chunk, tau)
             rep = validate(s)

@@ -14,7 +14,7 @@ from doppler_gym.comm.bounds import (
     lower_bound,
 )
 from doppler_gym.comm.demand import chunk_bytes_for, make_demand
-from doppler_gym.comm.schedule import epoch_length
+from doppler_gym.comm.epochs import epoch_duration
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
 
@@ -64,7 +64,7 @@ def test_bounds_certify_published_optima(spec, kind, buffer, epoch, published):
     t = comm_topology(spec)
     d = make_demand(kind, t)
     chunk = chunk_bytes_for(d, buffer)
-    assert lower_bound(t, d, chunk, epoch_length(t, chunk, epoch)).epochs == published
+    assert lower_bound(t, d, chunk, epoch_duration(t, chunk, epoch)).epochs == published
 
 
 def test_bounds_below_published_optima():
@@ -72,7 +72,7 @@ def test_bounds_below_published_optima():
     d = make_demand("allgather", t)
     for buffer, epoch, published in ((1e9, "slow", 10), (1e6, "slow", 14), (1e9, "fast", 35)):
         chunk = chunk_bytes_for(d, buffer)
-        lb = lower_bound(t, d, chunk, epoch_length(t, chunk, epoch))
+        lb = lower_bound(t, d, chunk, epoch_duration(t, chunk, epoch))
         assert 0 < lb.epochs <= published
 
 
@@ -92,7 +92,7 @@ def test_bound_never_exceeds_a_baseline(spec, kind):
     for buffer in (1e6, 1e9):
         chunk = chunk_bytes_for(d, buffer)
         for epoch in ("fast", "slow"):
-            tau = epoch_length(t, chunk, epoch)
+            tau = epoch_duration(t, chunk, epoch)
             lb = lower_bound(t, d, chunk, tau)
             for make in (ring_schedule, direct_schedule):
                 s = make(t, d, chunk, tau)

@@ -8,7 +8,8 @@ from comm_validate_reference import reference_check
 
 from doppler_gym.comm.baselines import direct_schedule, ring_schedule
 from doppler_gym.comm.demand import make_demand
-from doppler_gym.comm.schedule import Schedule, arrival_offset, epoch_length, link_timing
+from doppler_gym.comm.epochs import epoch_duration
+from doppler_gym.comm.schedule import Schedule, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 from doppler_gym.comm.validate import validate
 
@@ -177,7 +178,7 @@ def test_agrees_with_reference_replay_on_mutated_schedules(spec):
     rng = np.random.default_rng(7)
     kinds = ["allgather", "broadcast", "alltoall"]
     chunk = 1e6
-    tau = epoch_length(topo, chunk, "fast")
+    tau = epoch_duration(topo, chunk, "fast")
     bases = {}
     for kind in kinds:
         d = make_demand(kind, topo, chunks=2 if kind == "broadcast" else 1)
