@@ -8,7 +8,7 @@ Run from the repository root::
 
 Part 1 (issue 6, "must show"): each case through ``dg.comm.solve`` (which validates every result)
 and once more through ``dg.comm.validate``; the table lists our epochs next to the published ones,
-the analytic lower bound (our search's, :func:`doppler_gym.comm.expanded.lower_bound_epochs`), and
+the analytic lower bound (our search's, :func:`doppler_gym.comm.bounds.release_cut_bound_epochs`), and
 our solver seconds next to the released Gurobi times (microsoft/TE-CCL ``output_provided``, the
 authors' machine; DGX-1 from the fork ``EternalLied/teccl-adaptation``). Published ALLTOALL figures
 carry the released code's quirks (study section 2, bugs 1 and 6): NDv2 2-chassis 59 epochs rests on
@@ -62,7 +62,8 @@ def must_show(quick: bool, time_limit: float) -> bool:
 
 def table(cases: list, time_limit: float) -> bool:
     """Solve, validate and print each case; False when a target (when given) is missed."""
-    from doppler_gym.comm.expanded import lower_bound_epochs, network
+    from doppler_gym.comm.bounds import release_cut_bound_epochs
+    from doppler_gym.comm.expanded import network
 
     head = (f"{'case':<22}{'method':>7}{'ours':>6}  {'published':<21}{'bound':>6}{'opt':>5}{'tau us':>10}"
             f"{'finish us':>11}{'algbw GB/s':>11}{'ours s':>8}{'Gurobi s':>9}  valid")
@@ -75,7 +76,7 @@ def table(cases: list, time_limit: float) -> bool:
         wall = time.perf_counter() - t0
         report = dg.comm.validate(s)
         net = network(s.topology, s.timing())
-        bound = lower_bound_epochs(net, s.demand.source, s.demand.wants)
+        bound = release_cut_bound_epochs(net, s.demand.source, s.demand.wants)
         good = report.ok and (target is None or s.epochs == target)
         ok &= good
         print(f"{label:<22}{method:>7}{s.epochs:>6}  {published:<21}{bound:>6}{'yes' if s.optimal else 'no':>5}"

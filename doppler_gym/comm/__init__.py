@@ -11,7 +11,8 @@ multi-commodity flow over a time-expanded network of epochs; the solvers return 
                             ``"rounds"`` (time-partitioned), ``"auto"``
 :func:`validate`            capacity, causality, buffers, demands of a :class:`Schedule`
 :func:`ring_schedule`, ...  baselines, and the NCCL-like alpha-beta model :func:`nccl_time`
-:func:`lower_bound`         analytic cut and hop-latency bounds
+:func:`lower_bound`         analytic cut and hop-latency bounds (and the solvers' bound,
+                            :func:`release_cut_bound_epochs`)
 ==========================  =======================================================================
 
 Importing this package loads neither OR-Tools nor HiGHS; the solvers import them when called.
@@ -25,6 +26,7 @@ from doppler_gym.comm.bounds import (
     hop_bound_epochs,
     hop_bound_seconds,
     lower_bound,
+    release_cut_bound_epochs,
 )
 from doppler_gym.comm.demand import (
     COLLECTIVES,
@@ -45,6 +47,7 @@ __all__ = [
     "COLLECTIVES", "METHODS", "CommTopology", "Demand", "LinkTiming", "LowerBound", "PhasedSchedule", "Schedule",
     "ValidationReport", "chunk_bytes_for", "comm_topology", "composition", "cut_bound_epochs", "cut_bound_seconds",
     "default_multiplier", "direct_schedule", "epoch_duration", "hop_bound_epochs", "hop_bound_seconds",
-    "is_composite", "link_timing", "lower_bound", "make_demand", "nccl_time", "parse_bytes", "reverse_topology",
+    "is_composite", "link_timing", "lower_bound", "make_demand", "nccl_time", "parse_bytes", "release_cut_bound_epochs",
+    "reverse_topology",
     "ring_order", "ring_schedule", "solve", "solve_demand", "validate",
 ]

@@ -1,6 +1,7 @@
 """Analytic lower bounds on a collective's finish time, in seconds and in epochs.
 
-Two families (study section 4.3, "always check against analytic bounds"):
+Two families (study section 4.3, "always check against analytic bounds"), for a demand on a topology
+(:func:`lower_bound`):
 
 - **cut capacity**: every commodity that a GPU wants must enter it, every commodity a source
   must share must leave it, and every commodity wanted on the other side of a chassis cut must
@@ -17,6 +18,11 @@ lower bound on the ``epochs`` of every valid :class:`~doppler_gym.comm.schedule.
 same ``tau`` and chunk size. The seconds bounds are for the physical (continuous) problem; the
 epoch model may round a small latency (``alpha / tau <= 0.1``) down to zero, so compare schedules
 with ``epochs``.
+
+The solvers' own bound, on their :class:`~doppler_gym.comm.expanded.Network`, is
+:func:`release_cut_bound_epochs`: the hop-latency bound plus cuts whose commodities arrive at
+release epochs and still need epochs inside the cut; the MILP, LP and rounds searches start
+from it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from doppler_gym.comm.demand import Demand
+from doppler_gym.comm.expanded import INF, Network, earliest, to_targets
 from doppler_gym.comm.schedule import LinkTiming, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
@@ -192,3 +199,120 @@ def lower_bound(topology: object, demand: Demand, chunk_bytes: float, tau: float
         epochs=max(cut_e, hop_e), cut_epochs=cut_e, hop_epochs=hop_e, seconds=max(cut_s, hop_s),
         cut_seconds=cut_s, hop_seconds=hop_s, binding=label if cut_e >= hop_e else "hop latency",
     )
+
+
+# ---------------------------------------------------------------------- the solvers' bound
+def release_cut_bound_epochs(net: Network, sources: np.ndarray, wants: np.ndarray) -> int:
+    """The solvers' lower bound on the epochs of any schedule of ``(sources, wants)`` on ``net`` [epochs].
+
+    Where :func:`cut_bound_epochs` counts link capacity only, these cuts also count when the
+    commodities can first reach the cut (release epochs) and the epochs they still need inside it.
+    The MILP, LP and rounds searches start their horizon at it.
+
+    Args:
+        sources: (n_commodities,) int node holding each commodity at epoch 0.
+        wants: (n_commodities, n_nodes) bool destinations.
+
+    Two bounds, the larger wins:
+
+    1. hop latency: every demand's earliest possible landing;
+    2. cuts: for every GPU and for every node set that falls apart when the slowest links are removed
+       (and its complement), the ``N`` commodities that must enter the set are unit jobs with release
+       times (the earliest epoch any entry link's tail can have them) on the entry links' send slots
+       (at most ``cap`` sends per aligned window of ``beta + 1`` epochs: a relaxation of the sliding
+       window). The smallest ``T`` by which all ``N`` can land (Hall's condition on the nested slot
+       sets, exact for this relaxation) plus the fewest epochs any entering commodity still needs
+       from an entry point to all its destinations inside the set bounds the schedule.
+    """
+    sources = np.asarray(sources, dtype=np.int64)
+    wants = np.asarray(wants, dtype=bool)
+    if wants.size == 0 or not wants.any():
+        return 0
+    uniq = np.unique(sources)
+    reach = {}
+    bound = 1
+    for s in uniq:
+        d = earliest(net, {int(s): 0})
+        reach[int(s)] = d
+        rows = wants[sources == s].any(axis=0)
+        if np.any(d[rows] >= INF):
+            bad = int(np.flatnonzero(rows & (d >= INF))[0])
+            raise ValueError(f"demand unreachable: node {bad} wants a chunk of node {int(s)} but no path "
+                             "of links leads there; check the topology's links or the demand")
+        bound = max(bound, int(d[rows].max()))
+    dist_to: dict[int, np.ndarray] = {}
+    for group in _cut_sets(net):
+        inside = np.zeros(net.n_nodes, dtype=bool)
+        inside[list(group)] = True
+        enter = wants[:, inside].any(axis=1) & ~inside[sources]
+        if not enter.any():
+            continue
+        links = np.flatnonzero(~inside[net.src] & inside[net.dst])
+        heads = np.unique(net.dst[links])
+        release = np.array([min(int(reach[int(s)][net.src[l]]) for l in links) for s in sources[enter]])
+        # fewest epochs from the entry heads to all destinations inside, over entering commodities
+        tail = INF
+        for c in np.flatnonzero(enter):
+            dests = np.flatnonzero(wants[c] & inside)
+            worst = 0
+            for d in dests:
+                if int(d) not in dist_to:
+                    t = np.zeros(net.n_nodes, dtype=bool)
+                    t[d] = True
+                    dist_to[int(d)] = to_targets(net, t)
+                worst = max(worst, int(dist_to[int(d)][heads].min()))
+            tail = min(tail, worst)
+            if tail == 0:
+                break
+        T = max(1, int(release.min()) + int(net.lag[links].min()))
+        while not _hall_ok(net, links, release, T):
+            T += 1
+        bound = max(bound, T + int(tail))
+    return bound
+
+
+def _hall_ok(net: Network, links: np.ndarray, release: np.ndarray, T: int) -> bool:
+    """Can unit jobs with these release epochs all land by ``T`` on the aligned-window slots of ``links``?"""
+    rel = np.sort(release)[::-1]
+    n = rel.shape[0]
+    for idx, x in enumerate(rel):
+        if idx + 1 < n and rel[idx + 1] == x:
+            continue  # count all jobs released at >= x at once
+        jobs = idx + 1
+        slots = 0
+        for l in links:
+            last = T - int(net.lag[l])
+            if last < x:
+                continue
+            w = int(net.window[l])
+            slots += int(net.cap[l]) * (last // w - int(x) // w + 1)
+        if slots < jobs:
+            return False
+    return True
+
+
+def _cut_sets(net: Network) -> list[tuple[int, ...]]:
+    """Single GPUs, plus the components left when the slowest links go (and their complements)."""
+    sets = [(int(i),) for i in np.flatnonzero(~net.is_switch)]
+    rate = net.cap / net.window
+    fast = rate > rate.min() + 1e-12
+    if fast.any() and not fast.all():
+        parent = list(range(net.n_nodes))
+
+        def find(a: int) -> int:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        for l in np.flatnonzero(fast):
+            parent[find(int(net.src[l]))] = find(int(net.dst[l]))
+        groups: dict[int, list[int]] = {}
+        for i in range(net.n_nodes):
+            groups.setdefault(find(i), []).append(i)
+        if len(groups) > 1:
+            everyone = set(range(net.n_nodes))
+            for g in groups.values():
+                sets.append(tuple(g))
+                sets.append(tuple(sorted(everyone - set(g))))
+    return sets

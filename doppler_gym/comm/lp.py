@@ -26,7 +26,7 @@ solution is directly a valid :class:`~doppler_gym.comm.schedule.Schedule`. Both 
 
 Objective: ``min sum t * x[s, d, t] + 1e-3 * sum f`` (early delivery, then no useless flow), at the
 smallest horizon ``E`` that is feasible. The search starts from the analytic lower bound
-(:func:`~doppler_gym.comm.expanded.lower_bound_epochs`), walks up with doubling steps and bisects.
+(:func:`~doppler_gym.comm.bounds.release_cut_bound_epochs`), walks up with doubling steps and bisects.
 
 Integral chunks: the simplex vertex is often integral; when it is not, the same model is solved as
 a MIP (integral ``f``) with HiGHS under the remaining time; path decomposition then turns each
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from doppler_gym.comm.expanded import INF, Network, earliest, lower_bound_epochs, to_targets
+from doppler_gym.comm.bounds import release_cut_bound_epochs
+from doppler_gym.comm.expanded import INF, Network, earliest, to_targets
 
 FLOW_COST = 1e-3  # per chunk and link: removes useless flow without changing delivery times
 INT_TOL = 1e-6
@@ -268,7 +269,7 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
     D = np.zeros((srcs.shape[0], net.n_nodes), dtype=np.int64)
     for si, s in enumerate(srcs):
         D[si] = wants[sources == s].sum(axis=0)
-    lb = lower_bound_epochs(net, sources, wants)
+    lb = release_cut_bound_epochs(net, sources, wants)
     solves: list[tuple[int, str, float]] = []
 
     def attempt(E: int):

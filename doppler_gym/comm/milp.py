@@ -4,7 +4,7 @@ The TE-CCL MILP (study section 1.2; model in :mod:`doppler_gym.comm.cpsat_model`
 variables and +-1 coefficients, which suits CP-SAT (the study measured it about 100x faster than
 HiGHS MIP on the hard 16-GPU case). The search, like the released code's ``ITERATIVE`` mode:
 
-1. a lower bound ``lo`` from :func:`doppler_gym.comm.expanded.lower_bound_epochs` (hop latency,
+1. a lower bound ``lo`` from :func:`doppler_gym.comm.bounds.release_cut_bound_epochs` (hop latency,
    per-GPU in-links, cuts at the slowest links);
 2. feasibility solves at ``lo, lo+1, lo+3, lo+7, ...`` until one succeeds; its schedule's real
    epoch count is the upper bound ``hi``;
@@ -32,7 +32,8 @@ import numpy as np
 
 from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
-from doppler_gym.comm.expanded import Network, lower_bound_epochs
+from doppler_gym.comm.bounds import release_cut_bound_epochs
+from doppler_gym.comm.expanded import Network
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
 
 
@@ -91,7 +92,7 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
     wants &= ~holds
     if not wants.any():
         return MilpResult(np.zeros((0, 3), np.int32), 0, 0, True, time.perf_counter() - t0, ())
-    lb = lower_bound_epochs(net, sources, wants)
+    lb = release_cut_bound_epochs(net, sources, wants)
     solves: list[tuple[int, str, float]] = []
     deadline = t0 + float(time_limit)
 

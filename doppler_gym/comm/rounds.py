@@ -35,7 +35,8 @@ import numpy as np
 
 from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
-from doppler_gym.comm.expanded import INF, Network, lower_bound_epochs, to_targets
+from doppler_gym.comm.bounds import release_cut_bound_epochs
+from doppler_gym.comm.expanded import INF, Network, to_targets
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
 
 DELIVERY_WEIGHT = 100
@@ -98,7 +99,7 @@ def rounds_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, round_
         raise ValueError(f"rounds_schedule: round_epochs must be >= 1, got {round_epochs!r}")
     if not wants.any():
         return RoundsResult(np.zeros((0, 3), np.int32), 0, 0, R, 0, True, time.perf_counter() - t0)
-    lb = lower_bound_epochs(net, sources, wants)
+    lb = release_cut_bound_epochs(net, sources, wants)
     dist_to = {int(d): to_targets(net, _onehot(net.n_nodes, int(d))) for d in np.flatnonzero(wants.any(axis=0))}
 
     holds = src_holds.copy()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from doppler_gym.comm.demand import make_demand
-from doppler_gym.comm.expanded import lower_bound_epochs
+from doppler_gym.comm.bounds import release_cut_bound_epochs
 from doppler_gym.comm.milp import min_epoch_schedule
 from doppler_gym.comm.schedule import Schedule
 from doppler_gym.comm.validate import validate
@@ -67,7 +67,7 @@ def test_lower_bound_never_above_optimum_and_search_reports_it():
     topo = ring4(bidirectional=False)
     demand = make_demand("allgather", topo)
     net = net_of(topo)
-    lb = lower_bound_epochs(net, demand.source, demand.wants)
+    lb = release_cut_bound_epochs(net, demand.source, demand.wants)
     r = min_epoch_schedule(net, demand.source, demand.wants, time_limit=30)
     assert lb <= r.epochs and r.lower_bound == lb
     assert any(status == "feasible" for _, status, _ in r.solves)
