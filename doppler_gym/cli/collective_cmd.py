@@ -28,24 +28,23 @@ from pathlib import Path
 from doppler_gym.cli import common
 from doppler_gym.comm.baselines import direct_schedule, nccl_time, ring_schedule
 from doppler_gym.comm.bounds import lower_bound
-from doppler_gym.comm.demand import (
-    COLLECTIVES,
-    canonical_kind,
-    chunk_bytes_for,
-    composition,
-    is_composite,
-    make_demand,
-)
-from doppler_gym.comm.epochs import EPOCH_KINDS, epoch_duration
+from doppler_gym.comm.demand import COLLECTIVES, canonical_kind, composition, is_composite
+from doppler_gym.comm.epochs import EPOCH_KINDS
 from doppler_gym.comm.schedule import Schedule
-from doppler_gym.comm.topology import CommTopology, comm_topology, names, reverse_topology
+from doppler_gym.comm.solve import METHODS as SOLVER_METHODS
+from doppler_gym.comm.solve import (
+    PhasedSchedule,
+    collective_phases,
+    phase_demand,
+    phase_timing,
+    read_size,
+    solve,
+)
+from doppler_gym.comm.topology import CommTopology, comm_topology, names
 from doppler_gym.comm.validate import validate
 
 BASELINES = {"ring": ring_schedule, "direct": direct_schedule}
-SOLVER_METHODS = ("milp", "lp", "rounds", "auto")
 METHODS = SOLVER_METHODS + tuple(BASELINES)
-UNITS = {"": 1.0, "B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-         "KIB": 2.0**10, "MIB": 2.0**20, "GIB": 2.0**30, "TIB": 2.0**40}
 PLOT_SIZES = (1e3, 4e3, 16e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6, 256e6, 1e9)  # [B] the paper's grid
 
 
@@ -78,13 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- parsing
 def parse_size(text: str, flag: str = "--buffer") -> float:
     """Bytes from ``"1GB"``, ``"64 MB"``, ``"1e9"``, ``"1GiB"`` (KB = 1e3 B, KiB = 1024 B)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in UNITS:
+    value = read_size(str(text))
+    if value is None:
         raise ValueError(
             f"{flag} {text!r}: expected a size like 1GB, 64MB, 512KB or 1e9 (decimal units: 1 GB = 1e9 B; "
             f"KiB/MiB/GiB are binary)"
         )
-    value = float(m.group(1)) * UNITS[m.group(2).upper()]
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"{flag} {text!r}: the size must be positive")
     return value
@@ -129,92 +127,60 @@ def topology_from_spec(spec: str) -> CommTopology:
 # ---------------------------------------------------------------------- running
 @dataclass
 class Row:
-    """One method's result; ``phases`` has one schedule, or two/one for ALLREDUCE/REDUCE-SCATTER."""
+    """One method's result. ``schedule`` holds its phases (one, or one/two for REDUCE-SCATTER/ALLREDUCE)
+    and their totals (epochs, finish time [s], algorithmic bandwidth [B/s], solver time [s], optimal)."""
 
     method: str
-    phases: list[Schedule]
-    buffer_bytes: float
+    schedule: PhasedSchedule
     valid: bool
     errors: list[str]
     bound_epochs: int | None
 
     @property
-    def epochs(self) -> int:
-        return sum(p.epochs for p in self.phases)
-
-    @property
-    def finish_time(self) -> float:
-        return sum(p.finish_time for p in self.phases)
-
-    @property
-    def algo_bandwidth(self) -> float:
-        t = self.finish_time
-        return self.buffer_bytes / t if t > 0 else math.inf
-
-    @property
-    def solver_seconds(self) -> float:
-        return sum(p.solver_seconds for p in self.phases)
-
-    @property
-    def optimal(self) -> bool:
-        return all(p.optimal for p in self.phases)
-
-
-def _phases(result: object) -> list[Schedule]:
-    if isinstance(result, Schedule):
-        return [result]
-    phases = getattr(result, "phases", None)
-    if phases is None:
-        raise TypeError(f"solve() returned {type(result).__name__}, expected a Schedule")
-    return list(phases)
+    def phases(self) -> tuple[Schedule, ...]:
+        return self.schedule.phases
 
 
 def _baseline(method: str, topo: CommTopology, kind: str, buffer_bytes: float, chunks: int,
-              root: str | None, epoch: str | float) -> list[Schedule]:
+              root: str | None, epoch: str | float) -> PhasedSchedule:
+    name, parts = collective_phases(kind)
     out = []
-    for part, reverse in composition(kind):
-        t = reverse_topology(topo) if reverse else topo
-        demand = make_demand(part, t, chunks=chunks, root=_root(t, root))
-        chunk = chunk_bytes_for(demand, buffer_bytes)
-        out.append(BASELINES[method](t, demand, chunk, epoch_duration(t, chunk, epoch)))
-    return out
+    for part, backwards in parts:
+        t, demand = phase_demand(topo, part, backwards, chunks=chunks, root=_root(root))
+        chunk, tau = phase_timing(t, demand, buffer_bytes, epoch)
+        out.append(BASELINES[method](t, demand, chunk, tau))
+    return PhasedSchedule(name=name, phases=tuple(out), backwards=tuple(b for _, b in parts), buffer_bytes=buffer_bytes)
 
 
-def _root(topo: CommTopology, root: str | None) -> int | str | None:
+def _root(root: str | None) -> int | str | None:
     if root is None:
         return None
     return int(root) if root.isdigit() else root
 
 
 def _solve(method: str, topo: CommTopology, kind: str, buffer_bytes: float, chunks: int, root: str | None,
-           epoch: str | float, time_limit: float | None) -> list[Schedule]:
-    try:
-        from doppler_gym.comm.solve import solve
-    except ImportError as exc:
-        raise ValueError(
-            f"--method {method}: the TE-CCL solvers (doppler_gym.comm.solve) are not available ({exc}); "
-            f"use --method ring or direct"
-        ) from None
-    extra = {} if root is None else {"root": _root(topo, root)}
-    return _phases(solve(topo, kind, buffer_bytes, chunks=chunks, epoch=epoch, method=method,
-                         time_limit=time_limit, **extra))
+           epoch: str | float, time_limit: float | None) -> PhasedSchedule:
+    extra = {} if root is None else {"root": _root(root)}
+    result = solve(topo, kind, buffer_bytes, chunks=chunks, epoch=epoch, method=method, time_limit=time_limit, **extra)
+    if isinstance(result, PhasedSchedule):
+        return result
+    return PhasedSchedule(name=kind, phases=(result,), backwards=(False,), buffer_bytes=buffer_bytes)
 
 
 def run_method(method: str, topo: CommTopology, kind: str, buffer_bytes: float, chunks: int = 1,
                root: str | None = None, epoch: str | float = "fast", time_limit: float | None = None) -> Row:
     """Schedule ``kind`` with ``method``, validate every phase, and compute the lower bound."""
     if method in BASELINES:
-        phases = _baseline(method, topo, kind, buffer_bytes, chunks, root, epoch)
+        schedule = _baseline(method, topo, kind, buffer_bytes, chunks, root, epoch)
     else:
-        phases = _solve(method, topo, kind, buffer_bytes, chunks, root, epoch, time_limit)
+        schedule = _solve(method, topo, kind, buffer_bytes, chunks, root, epoch, time_limit)
     errors: list[str] = []
     bound = 0
-    for p in phases:
+    for p in schedule.phases:
         rep = validate(p)
         errors.extend(rep.errors)
         bound += lower_bound(p.topology, p.demand, p.chunk_bytes, p.tau).epochs
-    return Row(method=method, phases=phases, buffer_bytes=buffer_bytes, valid=not errors, errors=errors,
-               bound_epochs=bound)
+    return Row(method=method, schedule=schedule, valid=not errors, errors=errors, bound_epochs=bound)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -279,12 +245,13 @@ def print_table(rows: list[Row]) -> None:
     head = f"{'method':<8}{'epochs':>8}{'bound':>7}{'tau':>13}{'finish':>13}{'algbw GB/s':>12}{'solver':>11}{'optimal':>9}{'valid':>7}"
     print(head)
     for r in rows:
-        taus = sorted({p.tau for p in r.phases})
+        s = r.schedule
+        taus = sorted({p.tau for p in s.phases})
         tau = common.fmt_time(taus[0], "s") + ("+" if len(taus) > 1 else "")
         print(
-            f"{r.method:<8}{r.epochs:>8}{r.bound_epochs if r.bound_epochs is not None else '-':>7}{tau:>13}"
-            f"{common.fmt_time(r.finish_time, 's'):>13}{r.algo_bandwidth / 1e9:>12.4g}"
-            f"{common.fmt_time(r.solver_seconds, 's'):>11}{'yes' if r.optimal else 'no':>9}{'ok' if r.valid else 'NO':>7}"
+            f"{r.method:<8}{s.epochs:>8}{r.bound_epochs if r.bound_epochs is not None else '-':>7}{tau:>13}"
+            f"{common.fmt_time(s.finish_time, 's'):>13}{s.algo_bandwidth / 1e9:>12.4g}"
+            f"{common.fmt_time(s.solver_seconds, 's'):>11}{'yes' if s.optimal else 'no':>9}{'ok' if r.valid else 'NO':>7}"
         )
 
 
@@ -305,9 +272,9 @@ def write_json(path: str, topo: CommTopology, kind: str, buffer_bytes: float, ch
         "chunks": chunks, "epoch": epoch, "nccl_ring_model_seconds": model,
         "rows": [
             {
-                "method": r.method, "epochs": r.epochs, "lower_bound_epochs": r.bound_epochs,
-                "finish_time": r.finish_time, "algo_bandwidth": r.algo_bandwidth, "solver_seconds": r.solver_seconds,
-                "optimal": r.optimal, "valid": r.valid, "errors": r.errors[:20], "phases": [phase(p) for p in r.phases],
+                "method": r.method, "epochs": r.schedule.epochs, "lower_bound_epochs": r.bound_epochs,
+                "finish_time": r.schedule.finish_time, "algo_bandwidth": r.schedule.algo_bandwidth,
+                "solver_seconds": r.schedule.solver_seconds, "optimal": r.schedule.optimal, "valid": r.valid, "errors": r.errors[:20], "phases": [phase(p) for p in r.phases],
             }
             for r in rows
         ],
@@ -333,7 +300,7 @@ def plot_bandwidth(path: str, topo: CommTopology, kind: str, sizes: list[float],
         bw = []
         for s in sizes:
             try:
-                bw.append(run_method(m, topo, kind, s, chunks, root, epoch, time_limit).algo_bandwidth / 1e9)
+                bw.append(run_method(m, topo, kind, s, chunks, root, epoch, time_limit).schedule.algo_bandwidth / 1e9)
             except (RuntimeError, ValueError) as exc:  # e.g. no schedule within the time limit
                 print(f"plot: {m} at {_fmt_bytes(s)} failed ({' '.join(str(exc).split())}); point left out")
                 bw.append(math.nan)

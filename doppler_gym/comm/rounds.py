@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.comm.bounds import release_cut_bound_epochs
 from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
-from doppler_gym.comm.bounds import release_cut_bound_epochs
 from doppler_gym.comm.expanded import INF, Network, to_targets
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
 

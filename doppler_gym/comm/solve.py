@@ -47,6 +47,7 @@ METHODS = ("milp", "lp", "rounds", "auto")
 DEFAULT_TIME_LIMIT = 120.0  # [s] per solve() call
 _UNITS = {"": 1.0, "B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KIB": 2.0**10, "MIB": 2.0**20, "GIB": 2.0**30, "TIB": 2.0**40}
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*")
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +101,16 @@ class PhasedSchedule:
                 f"finish_time={self.finish_time:.4g}, optimal={self.optimal})")
 
 
+def read_size(text: str) -> float | None:
+    """Bytes [B] written in ``text``: ``"1GB"``, ``"64 KB"``, ``"1e9"``, ``"1GiB"`` (B, KB, MB, GB, TB are
+    powers of 1000; KiB, MiB, GiB, TiB powers of 1024; any case), or None when ``text`` is not a size.
+    The value is not checked (it may be 0)."""
+    m = _SIZE.fullmatch(text)
+    if not m or m.group(2).upper() not in _UNITS:
+        return None
+    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
 def parse_bytes(value: Any) -> float:
     """Bytes from a number or a string such as ``"1GB"``, ``"64 KB"``, ``"1GiB"`` (KB = 1e3, KiB = 1024)."""
     if isinstance(value, bool):
@@ -107,11 +118,11 @@ def parse_bytes(value: Any) -> float:
     if isinstance(value, (int, float, np.integer, np.floating)):
         x = float(value)
     elif isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
-        if not m or m.group(2).upper() not in _UNITS:
+        read = read_size(value)
+        if read is None:
             raise ValueError(f"buffer size {value!r} not understood: use bytes or a number with B, KB, MB, GB "
                              "(powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. '1GB'")
-        x = float(m.group(1)) * _UNITS[m.group(2).upper()]
+        x = read
     else:
         raise TypeError(f"buffer size must be bytes (number or '64KB'), got {type(value).__name__}")
     if not (x > 0 and math.isfinite(x)):
@@ -164,20 +175,14 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         if multiplier != "auto":
             raise ValueError(f"solve: multiplier must be a positive number or 'auto', got {multiplier!r}")
         multiplier = default_multiplier(epoch, buffer)
-    if isinstance(collective, Mapping):
-        parts: tuple[tuple[Any, bool], ...] = ((collective, False),)
-        name = "multicast"
-    else:
-        name = canonical_kind(collective)
-        parts = composition(name)
+    name, parts = collective_phases(collective)
     phases = []
     for kind, backwards in parts:
         left = time_limit - (time.perf_counter() - started)
         if left <= 0:
             raise RuntimeError(f"solve: time_limit={time_limit} s used up before phase {len(phases) + 1} of "
                                f"{name}; raise time_limit")
-        part_topo = reverse_topology(topo) if backwards else topo
-        demand = make_demand(kind, part_topo, chunks=chunks, root=root)
+        part_topo, demand = phase_demand(topo, kind, backwards, chunks=chunks, root=root)
         phases.append(solve_demand(part_topo, demand, buffer, epoch=epoch, method=method,
                                    time_limit=left / (len(parts) - len(phases)), seed=seed,
                                    multiplier=float(multiplier), early_delivery=early_delivery,
@@ -186,6 +191,35 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
     if len(parts) == 1 and not parts[0][1]:
         return phases[0]
     return PhasedSchedule(name=name, phases=tuple(phases), backwards=tuple(b for _, b in parts), buffer_bytes=buffer)
+
+
+def collective_phases(collective: str | Mapping) -> tuple[str, tuple[tuple[Any, bool], ...]]:
+    """The collective's name and its phases ``(kind or {source: destinations}, backwards)`` in time order.
+
+    A ``{source: destinations}`` mapping is one forward phase named ``"multicast"``; a name gives
+    :func:`~doppler_gym.comm.demand.composition` (REDUCE-SCATTER: one backwards phase, ALLREDUCE: two).
+    """
+    if isinstance(collective, Mapping):
+        return "multicast", ((collective, False),)
+    name = canonical_kind(collective)
+    return name, composition(name)
+
+
+def phase_demand(topology: CommTopology, kind: Any, backwards: bool, chunks: int = 1,
+                 root: int | str | None = None) -> tuple[CommTopology, Demand]:
+    """The topology a phase runs on (reversed when ``backwards``) and its demand
+    (:func:`~doppler_gym.comm.demand.make_demand` of ``kind`` with ``chunks`` per GPU and ``root``)."""
+    part_topo = reverse_topology(topology) if backwards else topology
+    return part_topo, make_demand(kind, part_topo, chunks=chunks, root=root)
+
+
+def phase_timing(topology: CommTopology, demand: Demand, buffer_bytes: float, epoch: str | float = "fast",
+                 multiplier: float = 1.0) -> tuple[float, float]:
+    """``(chunk_bytes [B], tau [s])`` of one phase: :func:`~doppler_gym.comm.demand.chunk_bytes_for`
+    of the per-GPU buffer [B] and :func:`~doppler_gym.comm.epochs.epoch_duration` (the solvers and
+    the baselines of ``doppler collective`` both take their epochs from here)."""
+    chunk_bytes = chunk_bytes_for(demand, buffer_bytes)
+    return chunk_bytes, epoch_duration(topology, chunk_bytes, epoch, multiplier=multiplier)
 
 
 def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, epoch: str | float = "fast",
@@ -200,8 +234,7 @@ def solve_demand(topology: CommTopology, demand: Demand, buffer_bytes: float, ep
     if demand.n_nodes != topology.n_nodes:
         raise ValueError(f"solve_demand: demand {demand.name!r} is for {demand.n_nodes} nodes but topology "
                          f"{topology.name!r} has {topology.n_nodes}; build the demand on this topology")
-    chunk_bytes = chunk_bytes_for(demand, buffer_bytes)
-    tau = epoch_duration(topology, chunk_bytes, epoch, multiplier=multiplier)
+    chunk_bytes, tau = phase_timing(topology, demand, buffer_bytes, epoch, multiplier)
     net = network(topology, link_timing(topology, tau, chunk_bytes))
     if method == "auto":
         method = "lp" if int(demand.wants.sum(axis=1).max(initial=0)) <= 1 else "milp"

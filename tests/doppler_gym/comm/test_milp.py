@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from doppler_gym.comm.demand import make_demand
 from doppler_gym.comm.bounds import release_cut_bound_epochs
+from doppler_gym.comm.demand import make_demand
 from doppler_gym.comm.milp import min_epoch_schedule
 from doppler_gym.comm.schedule import Schedule
 from doppler_gym.comm.validate import validate
