@@ -22,7 +22,8 @@ graphs of a few hundred ops.
 
 Evaluation: the greedy decode (argmax per op) every ``eval_every_updates`` updates (the learning
 curve) and ``final_samples`` sampled decodes at the end; the result's placement is the best of
-those (see :class:`~agents.learned_result.LearnedResult`).
+those (see :class:`~agents.learned_result.LearnedResult`). The loop, evaluations and checkpoints
+are :func:`agents.learned_loop.train_loop`'s (shared with Placeto).
 
 >>> from agents.gdp import train_gdp
 >>> res = train_gdp("paper/ffnn", 4, budget_seconds=60)
@@ -39,9 +40,10 @@ import torch
 
 import doppler_gym  # noqa: F401  (registers the env ids)
 from agents.gdp_policy import GDPGraph, GDPNet
-from agents.learned_common import TrainingRun, check_budget, resolve_instance, torch_threads
+from agents.learned_common import TrainingRun, check_budget, load_net, resolve_instance
+from agents.learned_loop import batch_advantage, seeded_session, train_loop
 from agents.learned_result import LearnedResult
-from agents.train import Instance, seed_everything
+from agents.train import Instance
 from doppler_gym.graph.analysis import topological_order
 from doppler_gym.sim.config import SimConfig
 
@@ -139,9 +141,7 @@ def train_gdp(
     args = args or GDPArgs()
     check_budget(budget_seconds, episodes, "train_gdp")
     inst = resolve_instance(graph, topology, sim_config, "train_gdp")
-    with torch_threads(args.torch_threads):
-        seed_everything(seed)
-        gen = torch.Generator().manual_seed(seed)
+    with seeded_session(seed, args.torch_threads) as gen:
         env = _AssignEnvEvaluator(inst, seed)
         n = inst.graph.n_ops
         env_order = env.step(np.zeros(n, np.int64))["order"]  # the env's priorities for every assignment
@@ -150,30 +150,24 @@ def train_gdp(
         net = GDPNet(args.max_devices or inst.topology.n_devices, args.hidden_dim, args.n_sage, args.n_heads,
                      args.ff_dim)
         opt = torch.optim.Adam(net.parameters(), lr=args.lr)
-        ref = run.ctx.reference_makespan or 1.0
         rows = torch.arange(n)
 
-        def greedy_eval(check_env: bool = False) -> float:
-            with torch.no_grad():
-                assignment = net(ggraph).argmax(-1).unsqueeze(0).numpy()
-            ms = float(run.decoded(assignment, greedy=True)[0])
-            if check_env:
-                env_ms = float(env.step(assignment[0])["makespan"])
-                if not np.isclose(env_ms, ms, rtol=1e-9, atol=0.0):
-                    raise RuntimeError(f"train_gdp: {ENV_ID} gives makespan {env_ms} but the batched simulation "
-                                       f"{ms} for the same assignment; the env's op order or sim config changed")
-            return ms
+        def check_env(assignment: np.ndarray, ms: float) -> None:
+            """RuntimeError unless the env gives the batched simulation's makespan ``ms`` for ``(n,)``
+            ``assignment``."""
+            env_ms = float(env.step(assignment)["makespan"])
+            if not np.isclose(env_ms, ms, rtol=1e-9, atol=0.0):
+                raise RuntimeError(f"train_gdp: {ENV_ID} gives makespan {env_ms} but the batched simulation "
+                                   f"{ms} for the same assignment; the env's op order or sim config changed")
 
-        greedy_eval(check_env=True)
-        while not run.done():
+        def update() -> tuple[np.ndarray, dict[str, float]]:
+            """``ppo_epochs`` clipped steps on ``samples_per_update`` assignments of one forward pass."""
             with torch.no_grad():
                 logp_old_all = torch.log_softmax(net(ggraph), dim=-1)
                 actions = _sample(logp_old_all, args.samples_per_update, gen)  # (B, n)
                 logp_old = logp_old_all[rows, actions]  # (B, n)
             makespans = run.evaluate(actions.numpy())
-            reward = torch.as_tensor(-makespans / ref, dtype=torch.float32)
-            adv = reward - reward.mean()
-            adv = (adv / (adv.std(unbiased=False) + 1e-8)).unsqueeze(1)  # (B, 1)
+            adv = batch_advantage(makespans, run.reward_scale).unsqueeze(1)  # (B, 1)
             for _ in range(args.ppo_epochs):
                 logp_all = torch.log_softmax(net(ggraph), dim=-1)
                 ratio = torch.exp(logp_all[rows, actions] - logp_old)
@@ -185,27 +179,17 @@ def train_gdp(
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
                 opt.step()
-            run.training_batch(makespans, loss=float(loss.detach()), entropy=float(entropy.detach()))
-            if run.updates % args.eval_every_updates == 0:
-                greedy_eval()
-                run.checkpoint(net, opt, net.kwargs())
-        final_greedy = greedy_eval(check_env=True)
-        with torch.no_grad():
-            samples = _sample(net(ggraph), args.final_samples, gen)
-        sampled = run.decoded(samples.numpy(), greedy=False)
-        run.checkpoint(net, opt, net.kwargs())
-        return run.result(final_greedy, sampled)
+            return makespans, {"loss": float(loss.detach()), "entropy": float(entropy.detach())}
+
+        return train_loop(
+            run, net, opt, update=update,
+            greedy=lambda: net(ggraph).argmax(-1).unsqueeze(0).numpy(),
+            sample=lambda k: _sample(net(ggraph), k, gen).numpy(),
+            eval_every_updates=args.eval_every_updates, final_samples=args.final_samples, check=check_env,
+        )
 
 
 def load_gdp(checkpoint: str | Path | dict) -> GDPNet:
-    """The network of a :func:`train_gdp` checkpoint (``out/checkpoint.pt`` or its folder)."""
-    from agents.train import load_checkpoint
-
-    payload = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
-    if payload.get("agent") != NAME:
-        raise ValueError(f"load_gdp: the checkpoint is from {payload.get('agent', 'DOPPLER training')!r}, "
-                         f"not from train_gdp")
-    net = GDPNet(**payload["net_kwargs"])
-    net.load_state_dict(payload["policy_state"])
-    net.eval()
-    return net
+    """The network of a :func:`train_gdp` checkpoint (``out/checkpoint.pt``, its folder or the loaded
+    payload), in eval mode (:func:`agents.learned_common.load_net`)."""
+    return load_net(checkpoint, NAME, GDPNet)

@@ -31,10 +31,9 @@ import torch
 from torch import nn
 from torch_geometric.nn import SAGEConv
 
+from agents.device_mask import NEG_LOGIT, device_mask
 from agents.gnn import N_OP_INPUTS, op_inputs
 from doppler_gym.envs.context import GraphContext
-
-NEG_LOGIT = -1e9  # logit of an unusable device
 
 
 @dataclass
@@ -119,11 +118,9 @@ class GDPNet(nn.Module):
                 "n_heads": self.n_heads, "ff_dim": self.ff_dim}
 
     def device_mask(self, graph: GDPGraph) -> torch.Tensor:
-        """``(max_devices,) bool``: the usable devices of ``graph``'s instance."""
-        if graph.n_devices > self.max_devices:
-            raise ValueError(f"GDPNet: the instance has {graph.n_devices} devices but the network places on at "
-                             f"most max_devices={self.max_devices}; build it with max_devices >= {graph.n_devices}")
-        return torch.arange(self.max_devices) < graph.n_devices
+        """``(max_devices,) bool``: the usable devices of ``graph``'s instance
+        (:func:`agents.device_mask.device_mask`)."""
+        return device_mask(graph.n_devices, self.max_devices, "GDPNet")
 
     def forward(self, graph: GDPGraph) -> torch.Tensor:
         h = torch.relu(self.input(graph.x)) + positional_encoding(graph.position, self.hidden_dim)

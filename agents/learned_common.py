@@ -8,23 +8,27 @@
   decoded placement, ``metrics.jsonl`` and atomic checkpoints in ``out`` (``agents.train``'s
   :func:`~agents.train.save_checkpoint`, :class:`~agents.train.MetricLog`), and the final
   :class:`~agents.learned_result.LearnedResult`.
+- :func:`load_net`: the network of a :meth:`TrainingRun.checkpoint`.
+
+The training loop that drives a :class:`TrainingRun` is :func:`agents.learned_loop.train_loop`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from agents.learned_result import LearnedResult
-from agents.train import CHECKPOINT_FORMAT, Instance, MetricLog, save_checkpoint
+from agents.train import CHECKPOINT_FORMAT, Instance, MetricLog, load_checkpoint, save_checkpoint
+from agents.training.metrics import write_json
 from doppler_gym.baselines.common import queue_priorities
 from doppler_gym.envs.context import (
     GraphContext,
@@ -37,6 +41,8 @@ from doppler_gym.sim.api import simulate_batch
 from doppler_gym.sim.config import SimConfig
 
 CHECKPOINT_VERSION = 1
+
+NetT = TypeVar("NetT", bound=torch.nn.Module)
 
 
 def resolve_instance(graph: object, topology: object, sim_config: object, where: str) -> Instance:
@@ -160,6 +166,12 @@ class TrainingRun:
 
     # ------------------------------------------------------------------ budget
     @property
+    def reward_scale(self) -> float:
+        """What a makespan is divided by in the reward ``-makespan / reward_scale``: the critical-path
+        heuristic's makespan [reported unit] (1.0 where the context has none)."""
+        return self.ctx.reference_makespan or 1.0
+
+    @property
     def elapsed(self) -> float:
         """Seconds since the run started [s]."""
         return time.perf_counter() - self.started
@@ -235,8 +247,29 @@ class TrainingRun:
                   "time_unit": self.inst.config.time_unit, **ctx_info},
         )
         if self.out is not None:
-            (self.out / "result.json").write_text(json.dumps(res.to_dict(), indent=1), encoding="utf-8")
+            write_json(self.out / "result.json", res.to_dict())
         if self.log is not None:
             self.log.close()
             self.log = None
         return res
+
+
+def load_net(checkpoint: str | os.PathLike | dict, name: str, net_class: type[NetT]) -> NetT:
+    """The network of a :meth:`TrainingRun.checkpoint`, in eval mode.
+
+    Args:
+        checkpoint: ``out/checkpoint.pt``, its folder ``out`` or the loaded payload.
+        name: the method the checkpoint must come from (``"placeto"``, ``"gdp"``; its ``agent``).
+        net_class: the network class, rebuilt from the stored ``net_kwargs``.
+
+    Raises:
+        ValueError: the checkpoint is another method's (or a DOPPLER training checkpoint).
+    """
+    payload = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
+    if payload.get("agent") != name:
+        raise ValueError(f"load_{name}: the checkpoint is from {payload.get('agent', 'DOPPLER training')!r}, "
+                         f"not from train_{name}")
+    net = net_class(**payload["net_kwargs"])
+    net.load_state_dict(payload["policy_state"])
+    net.eval()
+    return net

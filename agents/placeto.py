@@ -20,6 +20,7 @@ re-embeds at every step, which is why it is the slowest learned method).
 Evaluation: the greedy decode (argmax device at every step) is simulated every
 ``eval_every_updates`` updates (the learning curve); at the end ``final_samples`` sampled decodes
 too. The result's placement is the best of those (see :class:`~agents.learned_result.LearnedResult`).
+The loop, evaluations and checkpoints are :func:`agents.learned_loop.train_loop`'s (shared with GDP).
 
 >>> from agents.placeto import train_placeto
 >>> res = train_placeto("paper/chainmm", 4, budget_seconds=60)
@@ -34,10 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.learned_common import TrainingRun, check_budget, resolve_instance, torch_threads
+from agents.learned_common import TrainingRun, check_budget, load_net, resolve_instance
+from agents.learned_loop import batch_advantage, seeded_session, train_loop
 from agents.learned_result import LearnedResult
 from agents.placeto_policy import PlacetoGraph, PlacetoNet
-from agents.train import seed_everything
 from doppler_gym.graph.analysis import topological_order
 from doppler_gym.sim.config import SimConfig
 
@@ -138,53 +139,33 @@ def train_placeto(
     check_budget(budget_seconds, episodes, "train_placeto")
     inst = resolve_instance(graph, topology, sim_config, "train_placeto")
     order = topological_order(inst.graph).astype(np.int64)
-    with torch_threads(args.torch_threads):
-        seed_everything(seed)
-        gen = torch.Generator().manual_seed(seed)
+    with seeded_session(seed, args.torch_threads) as gen:
         run = TrainingRun(NAME, inst, order, budget_seconds, episodes, out, seed)
         pgraph = PlacetoGraph.from_context(run.ctx, order)
         net = PlacetoNet(args.max_devices or inst.topology.n_devices, args.hidden_dim, args.n_layers, args.head_dim)
         opt = torch.optim.Adam(net.parameters(), lr=args.lr)
-        ref = run.ctx.reference_makespan or 1.0
 
-        def greedy_eval() -> float:
-            with torch.no_grad():
-                assignment, _, _ = rollout(net, pgraph, 1, greedy=True)
-            return float(run.decoded(assignment.numpy(), greedy=True)[0])
-
-        greedy_eval()
-        while not run.done():
+        def update() -> tuple[np.ndarray, dict[str, float]]:
+            """One REINFORCE step on ``episodes_per_update`` sampled episodes."""
             assignment, log_prob, entropy = rollout(net, pgraph, args.episodes_per_update, generator=gen)
             makespans = run.evaluate(assignment.numpy())
-            reward = torch.as_tensor(-makespans / ref, dtype=torch.float32)
-            adv = reward - reward.mean()
-            adv = adv / (adv.std(unbiased=False) + 1e-8) if adv.numel() > 1 else adv
+            adv = batch_advantage(makespans, run.reward_scale)  # (B,)
             loss = -(adv * log_prob).mean() - args.ent_coef * entropy.mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
             opt.step()
-            run.training_batch(makespans, loss=float(loss.detach()), entropy=float(entropy.detach().mean()))
-            if run.updates % args.eval_every_updates == 0:
-                greedy_eval()
-                run.checkpoint(net, opt, net.kwargs())
-        final_greedy = greedy_eval()
-        with torch.no_grad():
-            samples, _, _ = rollout(net, pgraph, args.final_samples, generator=gen)
-        sampled = run.decoded(samples.numpy(), greedy=False)
-        run.checkpoint(net, opt, net.kwargs())
-        return run.result(final_greedy, sampled)
+            return makespans, {"loss": float(loss.detach()), "entropy": float(entropy.detach().mean())}
+
+        return train_loop(
+            run, net, opt, update=update,
+            greedy=lambda: rollout(net, pgraph, 1, greedy=True)[0].numpy(),
+            sample=lambda k: rollout(net, pgraph, k, generator=gen)[0].numpy(),
+            eval_every_updates=args.eval_every_updates, final_samples=args.final_samples,
+        )
 
 
 def load_placeto(checkpoint: str | Path | dict) -> PlacetoNet:
-    """The network of a :func:`train_placeto` checkpoint (``out/checkpoint.pt`` or its folder)."""
-    from agents.train import load_checkpoint
-
-    payload = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
-    if payload.get("agent") != NAME:
-        raise ValueError(f"load_placeto: the checkpoint is from {payload.get('agent', 'DOPPLER training')!r}, "
-                         f"not from train_placeto")
-    net = PlacetoNet(**payload["net_kwargs"])
-    net.load_state_dict(payload["policy_state"])
-    net.eval()
-    return net
+    """The network of a :func:`train_placeto` checkpoint (``out/checkpoint.pt``, its folder or the
+    loaded payload), in eval mode (:func:`agents.learned_common.load_net`)."""
+    return load_net(checkpoint, NAME, PlacetoNet)

@@ -33,11 +33,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.device_mask import NEG_LOGIT, device_mask
 from agents.gnn import N_EDGE_INPUTS, N_OP_INPUTS, GINEBlock, pack_graphs
 from doppler_gym.envs.context import GraphContext
 
 N_DEVICE_INPUTS = 2  # per device, besides the mean embedding: parents' share there, compute share there
-NEG_LOGIT = -1e9  # logit of an unusable device (finite: 0 * log p stays 0)
 
 
 @dataclass
@@ -149,11 +149,9 @@ class PlacetoNet(nn.Module):
         return torch.cat([mean_h, parent_share.unsqueeze(-1), load.unsqueeze(-1)], dim=-1)
 
     def device_mask(self, graph: PlacetoGraph) -> torch.Tensor:
-        """``(max_devices,) bool``: the usable devices of ``graph``'s instance."""
-        if graph.n_devices > self.max_devices:
-            raise ValueError(f"PlacetoNet: the instance has {graph.n_devices} devices but the network places on "
-                             f"at most max_devices={self.max_devices}; build it with max_devices >= {graph.n_devices}")
-        return torch.arange(self.max_devices) < graph.n_devices
+        """``(max_devices,) bool``: the usable devices of ``graph``'s instance
+        (:func:`agents.device_mask.device_mask`)."""
+        return device_mask(graph.n_devices, self.max_devices, "PlacetoNet")
 
     def _onehot(self, placement: torch.Tensor) -> torch.Tensor:
         """``(B, n, max_devices)`` one-hot device of each placed op, zeros for unplaced ops."""

@@ -7,39 +7,23 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 import doppler_gym as dg
 from agents.gdp import GDPArgs, _sample, load_gdp, train_gdp
 from agents.gdp_policy import NEG_LOGIT, GDPGraph, GDPNet, positional_encoding
-from agents.learned_common import instance_context, resolve_instance
 from agents.learned_result import LearnedResult
 from agents.train import load_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 FAST = GDPArgs(hidden_dim=16, n_sage=1, n_heads=2, ff_dim=32, samples_per_update=8, ppo_epochs=2,
                eval_every_updates=2, final_samples=8)
 
 
-def tiny_graph() -> dg.DataflowGraph:
-    return dg.workloads.make("random", n_ops=10, seed=3)
-
-
-def comm_chain(n: int = 10) -> dg.DataflowGraph:
-    """A chain whose transfers (10 units) dwarf its ops (1 unit): optimum n (one device)."""
-    return dg.DataflowGraph(src=np.arange(n - 1), dst=np.arange(1, n), flops=np.full(n, 1e10),
-                            out_bytes=np.full(n, 1e11), name="comm_chain", units="paper")
-
-
 def gdp_graph(graph: dg.DataflowGraph, devices: int) -> GDPGraph:
-    inst = resolve_instance(graph, devices, None, "test")
-    return GDPGraph.from_context(instance_context(inst), dg.topological_order(graph))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    """GDP's tensors of ``graph`` on ``devices`` devices, positions from its topological order."""
+    return GDPGraph.from_context(graph_context(graph, devices), dg.topological_order(graph))
 
 
 def test_network_shapes_and_device_mask():
@@ -88,12 +72,7 @@ def test_samples_stay_on_usable_devices():
 def test_short_training_returns_a_valid_result():
     g = tiny_graph()
     res = train_gdp(g, 2, episodes=16, budget_seconds=None, seed=0, args=FAST)
-    assert isinstance(res, LearnedResult) and res.name == "gdp"
-    assert res.assignment.shape == (g.n_ops,) and res.assignment.dtype == np.int64
-    assert set(res.assignment.tolist()) <= {0, 1}
-    assert res.episodes == 16 and res.info["updates"] == 2
-    assert res.curve[0][0] == 0 and res.curve[-1][0] == 16
-    assert res.makespan <= min(m for _, m in res.curve) and res.makespan <= res.info["best_sampled"]
+    assert_valid_result(res, "gdp", g, 2, episodes=16, updates=2)
     # the makespan is the env's: Doppler-SimAssign-v0 gives the same number for the assignment
     env = gym.make("Doppler-SimAssign-v0", graph=g, topology=2, disable_env_checker=True)
     env.reset(seed=0)
@@ -106,9 +85,7 @@ def test_same_seed_same_result():
     g = tiny_graph()
     a = train_gdp(g, 2, episodes=16, budget_seconds=None, seed=7, args=FAST)
     b = train_gdp(g, 2, episodes=16, budget_seconds=None, seed=7, args=FAST)
-    assert np.array_equal(a.assignment, b.assignment)
-    assert a.makespan == b.makespan and a.curve == b.curve
-    assert a.info["training_best"] == b.info["training_best"]
+    assert_same_result(a, b)
 
 
 def test_learns_the_obvious_placement():

@@ -5,40 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 import doppler_gym as dg
-from agents.learned_common import Evaluator, instance_context, resolve_instance
-from agents.learned_result import LearnedResult
+from agents.learned_common import Evaluator, resolve_instance
 from agents.placeto import PlacetoArgs, load_placeto, rollout, train_placeto
 from agents.placeto_policy import NEG_LOGIT, PlacetoGraph, PlacetoNet
 from agents.train import load_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 FAST = PlacetoArgs(hidden_dim=16, n_layers=2, head_dim=16, episodes_per_update=4, eval_every_updates=2,
                    final_samples=4)
 
 
-def tiny_graph() -> dg.DataflowGraph:
-    return dg.workloads.make("random", n_ops=10, seed=3)
-
-
-def comm_chain(n: int = 10) -> dg.DataflowGraph:
-    """A chain whose transfers (10 units) dwarf its ops (1 unit): the best placement keeps every op on
-    one device (makespan n), a uniformly random one pays ~ (n - 1) / 2 transfers."""
-    return dg.DataflowGraph(src=np.arange(n - 1), dst=np.arange(1, n), flops=np.full(n, 1e10),
-                            out_bytes=np.full(n, 1e11), name="comm_chain", units="paper")
-
-
 def placeto_graph(graph: dg.DataflowGraph, devices: int) -> PlacetoGraph:
-    inst = resolve_instance(graph, devices, None, "test")
-    return PlacetoGraph.from_context(instance_context(inst), dg.topological_order(graph))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    """Placeto's tensors of ``graph`` on ``devices`` devices, ops placed in topological order."""
+    return PlacetoGraph.from_context(graph_context(graph, devices), dg.topological_order(graph))
 
 
 def test_network_shapes_and_device_mask():
@@ -95,14 +78,7 @@ def test_too_few_device_outputs_is_an_error():
 def test_short_training_returns_a_valid_result():
     g = tiny_graph()
     res = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=0, args=FAST)
-    assert isinstance(res, LearnedResult) and res.name == "placeto"
-    assert res.assignment.shape == (g.n_ops,) and res.assignment.dtype == np.int64
-    assert set(res.assignment.tolist()) <= {0, 1}
-    assert res.episodes == 8  # two updates of 4
-    assert res.makespan == pytest.approx(dg.simulate(g, res.assignment, dg.Topology.uniform(2)).makespan)
-    assert res.curve[0][0] == 0 and res.curve[-1][0] == 8
-    assert res.makespan <= min(m for _, m in res.curve)  # the best decode is kept
-    assert res.makespan <= res.info["best_sampled"] and res.info["updates"] == 2
+    assert_valid_result(res, "placeto", g, 2, episodes=8, updates=2)  # two updates of 4
     assert res.seconds > 0 and res.order is not None and sorted(res.order.tolist()) == list(range(g.n_ops))
 
 
@@ -110,9 +86,7 @@ def test_same_seed_same_result():
     g = tiny_graph()
     a = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=5, args=FAST)
     b = train_placeto(g, 2, episodes=8, budget_seconds=None, seed=5, args=FAST)
-    assert np.array_equal(a.assignment, b.assignment)
-    assert a.makespan == b.makespan and a.curve == b.curve
-    assert a.info["training_best"] == b.info["training_best"]
+    assert_same_result(a, b)
 
 
 def test_learns_the_obvious_placement():
