@@ -7,20 +7,10 @@ from itertools import combinations
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import torch
 
 import doppler_gym as dg
 from doppler_gym.envs import PlacementEnv
-
-
-@pytest.fixture
-def one_thread():
-    """Run a test on one torch thread (2 cores; intra-op threads only add overhead at these sizes)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def random_dag(n_ops: int = 10, edge_prob: float = 0.35, seed: int = 0) -> dg.DataflowGraph:

@@ -10,7 +10,7 @@ import pytest
 
 def test_import_agents_does_not_import_torch():
     code = "import sys, agents; assert 'torch' not in sys.modules, 'agents imported torch eagerly'"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from policy_helpers import collect, make_env, mixed_batch, one_thread, stack  # noqa: F401  (fixture)
+from policy_helpers import collect, make_env, mixed_batch, stack
 
 from agents.embedding import StaticEncoder, group_batch
 from agents.policy import DopplerPolicy

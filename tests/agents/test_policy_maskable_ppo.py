@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from policy_helpers import make_env, mixed_batch, one_thread  # noqa: F401  (fixture)
+from policy_helpers import make_env, mixed_batch
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.vec_env import DummyVecEnv

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from policy_helpers import make_env, one_thread, random_dag, stack  # noqa: F401  (fixture)
+from policy_helpers import make_env, random_dag, stack
 
 from agents import embedding
 from agents.embedding import StaticEncoder, group_batch
