@@ -28,36 +28,18 @@ import numpy as np
 
 from doppler_gym.comm.demand import Demand, canonical_kind
 from doppler_gym.comm.epochs import epoch_duration
+from doppler_gym.comm.paths import shortest_paths
 from doppler_gym.comm.schedule import LinkTiming, Schedule, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
 BRUTE_FORCE_GPUS = 8  # ring orders are enumerated up to this many GPUs, searched (2-opt) above
 RING_STARTS = 8  # nearest-neighbour starts tried (each then improved by 2-opt)
 HOP_TIE = 1e-3  # per-hop cost added to route weights [epochs]: fewer hops win ties
+HOP_EPS = 1e-12  # a route must be shorter by more than this to replace a known one [epochs]
 MAX_WAIT = 10**6  # epochs a segment may wait for capacity before we give up
 
 
 # ---------------------------------------------------------------------- routing
-def _dijkstra(topo: CommTopology, weight: np.ndarray, source: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shortest distances from ``source`` and the link used to reach each node (-1: none)."""
-    dist = np.full(topo.n_nodes, math.inf)
-    via = np.full(topo.n_nodes, -1, np.int64)
-    dist[source] = 0.0
-    heap = [(0.0, source)]
-    while heap:
-        d, u = heapq.heappop(heap)
-        if d > dist[u]:
-            continue
-        for lk in topo.out_links(u):
-            v = int(topo.dst[lk])
-            nd = d + weight[lk]
-            if nd < dist[v] - 1e-12:
-                dist[v] = nd
-                via[v] = lk
-                heapq.heappush(heap, (nd, v))
-    return dist, via
-
-
 def _route_weight(topo: CommTopology, timing: LinkTiming) -> np.ndarray:
     """Per-link routing weight: epochs until the chunk is available at the head, plus a hop tie."""
     return arrival_offset(topo, timing).astype(np.float64) + HOP_TIE
@@ -210,7 +192,7 @@ def _ring_order(topo: CommTopology, weight_key: tuple[float, ...]) -> np.ndarray
     n = gpus.shape[0]
     if n <= 2:
         return gpus.copy()
-    cost = np.array([_dijkstra(topo, weight, int(g))[0][gpus] for g in gpus])
+    cost = np.array([shortest_paths(topo, weight, int(g), HOP_EPS)[0][gpus] for g in gpus])
 
     def score(order: np.ndarray) -> tuple[float, float]:
         hops = cost[order, np.roll(order, -1)]
@@ -277,7 +259,7 @@ def ring_schedule(topology: object, demand: Demand, chunk_bytes: float, tau: flo
     weight = _route_weight(topo, timing)
     hop_segments = []
     for i in range(n):
-        _, via = _dijkstra(topo, weight, int(order[i]))
+        _, via = shortest_paths(topo, weight, int(order[i]), HOP_EPS)
         hop_segments.append(_split_segments(topo, _path(via, topo, int(order[(i + 1) % n]))))
     packer = _Packer(topo, timing)
     heap: list[tuple[int, int, int, int, int]] = []
@@ -320,7 +302,7 @@ def direct_schedule(topology: object, demand: Demand, chunk_bytes: float, tau: f
     for x in range(demand.n_commodities):
         s = int(demand.source[x])
         if s not in trees:
-            trees[s] = _dijkstra(topo, weight, s)[1]
+            trees[s] = shortest_paths(topo, weight, s, HOP_EPS)[1]
         via = trees[s]
         for d in np.flatnonzero(demand.wants[x]):
             for seg in _split_segments(topo, _path(via, topo, int(d))):
@@ -372,7 +354,7 @@ def nccl_time(topology: object, kind: str, buffer_bytes: float, algorithm: str =
     order = ring_order(topo, s / n)
     alpha, bandwidth = 0.0, math.inf
     for i in range(n):
-        _, via = _dijkstra(topo, np.ones(topo.n_links), int(order[i]))
+        _, via = shortest_paths(topo, np.ones(topo.n_links), int(order[i]), HOP_EPS)
         links = _path(via, topo, int(order[(i + 1) % n]))
         alpha = max(alpha, float(topo.alpha[links].sum()))
         bandwidth = min(bandwidth, float(topo.capacity[links].min()))

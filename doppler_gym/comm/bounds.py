@@ -27,7 +27,6 @@ from it.
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from doppler_gym.comm.demand import Demand
 from doppler_gym.comm.expanded import INF, Network, earliest, to_targets
+from doppler_gym.comm.paths import shortest_paths
 from doppler_gym.comm.schedule import LinkTiming, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 
@@ -134,22 +134,6 @@ def cut_bound_seconds(topology: object, demand: Demand, chunk_bytes: float) -> f
     return best
 
 
-def _shortest(topo: CommTopology, weight: np.ndarray, source: int) -> np.ndarray:
-    dist = np.full(topo.n_nodes, math.inf)
-    dist[source] = 0.0
-    heap = [(0.0, source)]
-    while heap:
-        d, u = heapq.heappop(heap)
-        if d > dist[u]:
-            continue
-        for lk in topo.out_links(u):
-            v = int(topo.dst[lk])
-            if d + weight[lk] < dist[v]:
-                dist[v] = d + weight[lk]
-                heapq.heappush(heap, (dist[v], v))
-    return dist
-
-
 def _demanded_pairs(demand: Demand) -> dict[int, np.ndarray]:
     pairs = {}
     for s in np.unique(demand.source):
@@ -165,7 +149,7 @@ def hop_bound_epochs(topology: object, demand: Demand, chunk_bytes: float, tau: 
     offset = arrival_offset(topo, link_timing(topo, tau, chunk_bytes)).astype(np.float64)
     worst = 0.0
     for s, dests in _demanded_pairs(demand).items():
-        worst = max(worst, float(_shortest(topo, offset, s)[dests].max()))
+        worst = max(worst, float(shortest_paths(topo, offset, s)[0][dests].max()))
     return round(worst)
 
 
@@ -180,7 +164,7 @@ def hop_bound_seconds(topology: object, demand: Demand, chunk_bytes: float) -> f
     for c in np.unique(topo.capacity):
         weight = np.where(topo.capacity >= c, topo.alpha, math.inf)
         for s, dests in pairs.items():
-            dist = _shortest(topo, weight, s)
+            dist = shortest_paths(topo, weight, s)[0]
             for d in dests:
                 t = float(dist[d]) + float(chunk_bytes) / float(c)
                 if t < best.get((s, int(d)), math.inf):
