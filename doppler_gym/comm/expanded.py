@@ -110,6 +110,25 @@ def network(topology: Any, timing: Any) -> Network:
                    copy_capable=copy_capable, lag=lag, window=window, cap=cap, kappa=kappa)
 
 
+def open_demand(sources: np.ndarray, wants: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The solvers' view of a demand: what is still to deliver at epoch 0.
+
+    Args:
+        sources: (n_commodities,) int node holding each commodity at epoch 0.
+        wants: (n_commodities, n_nodes) bool destinations.
+
+    Returns:
+        ``sources`` as int64; ``wants`` as a new bool array without each commodity's own source;
+        ``holds`` (n_commodities, n_nodes) bool, True exactly at each commodity's source.
+    """
+    sources = np.asarray(sources, dtype=np.int64)
+    wants = np.asarray(wants, dtype=bool).copy()
+    holds = np.zeros_like(wants)
+    holds[np.arange(wants.shape[0]), sources] = True
+    wants &= ~holds
+    return sources, wants, holds
+
+
 def earliest(net: Network, starts: dict[int, int]) -> np.ndarray:
     """Earliest epoch each node can *use* a chunk (GPU: hold it; switch: forward it).
 
@@ -125,19 +144,7 @@ def earliest(net: Network, starts: dict[int, int]) -> np.ndarray:
         if t < dist[node]:
             dist[node] = t
             heap.append((int(t), int(node)))
-    heapq.heapify(heap)
-    out = [net.out_links(i) for i in range(net.n_nodes)]
-    while heap:
-        t, i = heapq.heappop(heap)
-        if t > dist[i]:
-            continue
-        for l in out[i]:
-            j = int(net.dst[l])
-            nt = t + int(net.lag[l])
-            if nt < dist[j]:
-                dist[j] = nt
-                heapq.heappush(heap, (nt, j))
-    return dist
+    return _relax(net, dist, heap, [net.out_links(i) for i in range(net.n_nodes)], net.dst)
 
 
 def to_targets(net: Network, targets: np.ndarray) -> np.ndarray:
@@ -153,19 +160,26 @@ def to_targets(net: Network, targets: np.ndarray) -> np.ndarray:
     heap = [(0, int(i)) for i in np.flatnonzero(targets)]
     for _, i in heap:
         dist[i] = 0
+    return _relax(net, dist, heap, [net.in_links(i) for i in range(net.n_nodes)], net.src)
+
+
+def _relax(net: Network, dist: np.ndarray, heap: list[tuple[int, int]], links_of: list[np.ndarray],
+           far_end: np.ndarray) -> np.ndarray:
+    """Dijkstra over link lags [epochs]: from the nodes in ``heap`` (``(epoch, node)``, already set in
+    ``dist``) along ``links_of[node]`` to ``far_end[link]`` (out-links and heads: forward; in-links
+    and tails: backward). Updates ``dist`` (n_nodes,) int64 in place and returns it."""
     heapq.heapify(heap)
-    inl = [net.in_links(i) for i in range(net.n_nodes)]
     while heap:
-        t, j = heapq.heappop(heap)
-        if t > dist[j]:
+        t, i = heapq.heappop(heap)
+        if t > dist[i]:
             continue
-        for l in inl[j]:
-            i = int(net.src[l])
+        for l in links_of[i]:
+            j = int(far_end[l])
             nt = t + int(net.lag[l])
-            if nt < dist[i]:
-                dist[i] = nt
-                heapq.heappush(heap, (nt, i))
+            if nt < dist[j]:
+                dist[j] = nt
+                heapq.heappush(heap, (nt, j))
     return dist
 
 
-__all__ = ["INF", "Network", "earliest", "network", "to_targets"]
+__all__ = ["INF", "Network", "earliest", "network", "open_demand", "to_targets"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from doppler_gym.comm.bounds import release_cut_bound_epochs
-from doppler_gym.comm.expanded import INF, Network, earliest, to_targets
+from doppler_gym.comm.expanded import INF, Network, earliest, open_demand, to_targets
 
 FLOW_COST = 1e-3  # per chunk and link: removes useless flow without changing delivery times
 INT_TOL = 1e-6
@@ -260,9 +260,7 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
     """
     t0 = time.perf_counter()
     deadline = t0 + float(time_limit)
-    sources = np.asarray(sources, dtype=np.int64)
-    wants = np.asarray(wants, dtype=bool).copy()
-    wants[np.arange(wants.shape[0]), sources] = False
+    sources, wants, _ = open_demand(sources, wants)
     srcs = np.unique(sources[wants.any(axis=1)])
     if srcs.shape[0] == 0:
         return LpResult(0, 0.0, True, np.zeros((0, 3), np.int32), 0, 0, True, time.perf_counter() - t0, ())

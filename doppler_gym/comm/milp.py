@@ -33,7 +33,7 @@ import numpy as np
 from doppler_gym.comm.bounds import release_cut_bound_epochs
 from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
-from doppler_gym.comm.expanded import Network
+from doppler_gym.comm.expanded import Network, open_demand
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
 
 
@@ -84,12 +84,7 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
-    sources = np.asarray(sources, dtype=np.int64)
-    wants = np.asarray(wants, dtype=bool).copy()
-    n_comm = wants.shape[0]
-    holds = np.zeros_like(wants)
-    holds[np.arange(n_comm), sources] = True
-    wants &= ~holds
+    sources, wants, holds = open_demand(sources, wants)
     if not wants.any():
         return MilpResult(np.zeros((0, 3), np.int32), 0, 0, True, time.perf_counter() - t0, ())
     lb = release_cut_bound_epochs(net, sources, wants)

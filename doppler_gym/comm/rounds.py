@@ -36,7 +36,7 @@ import numpy as np
 from doppler_gym.comm.bounds import release_cut_bound_epochs
 from doppler_gym.comm.compact import left_shift
 from doppler_gym.comm.cpsat_model import build_chunk_model, read_sends, solver_params
-from doppler_gym.comm.expanded import INF, Network, to_targets
+from doppler_gym.comm.expanded import INF, Network, open_demand, to_targets
 from doppler_gym.comm.prune import delivery_epochs, prune_sends
 
 DELIVERY_WEIGHT = 100
@@ -88,12 +88,7 @@ def rounds_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, round_
     """
     t0 = time.perf_counter()
     deadline = t0 + float(time_limit)
-    sources = np.asarray(sources, dtype=np.int64)
-    wants = np.asarray(wants, dtype=bool).copy()
-    n_comm = wants.shape[0]
-    src_holds = np.zeros_like(wants)
-    src_holds[np.arange(n_comm), sources] = True
-    wants &= ~src_holds
+    sources, wants, src_holds = open_demand(sources, wants)
     R = int(round_epochs) if round_epochs is not None else default_round_epochs(net)
     if R < 1:
         raise ValueError(f"rounds_schedule: round_epochs must be >= 1, got {round_epochs!r}")
