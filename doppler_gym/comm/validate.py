@@ -17,6 +17,7 @@ reported as a warning, not an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +65,12 @@ class _Log:
         if total > MAX_MESSAGES:
             self.lines.append(f"{kind}: ... and {total - MAX_MESSAGES} more")
 
+    def add_rows(self, kind: str, mask: np.ndarray, message: Callable[[int], str]) -> None:
+        """One line ``message(row)`` per True row of ``mask`` (the first ``MAX_MESSAGES``; the rest counted)."""
+        rows = np.flatnonzero(mask)
+        if rows.size:
+            self.add(kind, [message(r) for r in rows[:MAX_MESSAGES]], rows.size)
+
 
 def validate(schedule: Schedule) -> ValidationReport:
     """Check ``schedule`` (see the module docstring); never raises for a bad schedule."""
@@ -84,11 +91,9 @@ def validate(schedule: Schedule) -> ValidationReport:
     # ---- ids
     bad = (x < 0) | (x >= n_comm) | (link < 0) | (link >= n_links) | (k < 0)
     if bad.any():
-        rows = np.flatnonzero(bad)
-        errors.add("ids", [
+        errors.add_rows("ids", bad, lambda r: (
             f"send row {r} = (commodity {x[r]}, link {link[r]}, epoch {k[r]}) is out of range (commodities "
-            f"0..{n_comm - 1}, links 0..{n_links - 1}, epochs >= 0)" for r in rows[:MAX_MESSAGES]
-        ], rows.size)
+            f"0..{n_comm - 1}, links 0..{n_links - 1}, epochs >= 0)"))
         x, link, k = x[~bad], link[~bad], k[~bad]
 
     def where(r: int) -> str:
@@ -146,14 +151,13 @@ def validate(schedule: Schedule) -> ValidationReport:
     # ---- causality at GPUs
     tail_gpu = ~topo.is_switch[tail]
     unheld = tail_gpu & (held[x, tail] > k)
-    if unheld.any():
-        r_ = np.flatnonzero(unheld)
-        msgs = []
-        for r in r_[:MAX_MESSAGES]:
-            h = held[x[r], tail[r]]
-            when = "never holds it" if h >= NEVER else f"holds it only from epoch {h}"
-            msgs.append(f"{where(r)}: GPU {names[tail[r]]} {when}; send it after it arrives")
-        errors.add("causality", msgs, r_.size)
+
+    def not_held(r: int) -> str:
+        h = held[x[r], tail[r]]
+        when = "never holds it" if h >= NEVER else f"holds it only from epoch {h}"
+        return f"{where(r)}: GPU {names[tail[r]]} {when}; send it after it arrives"
+
+    errors.add_rows("causality", unheld, not_held)
 
     # ---- causality at switches: sends in epoch e match arrivals for epoch e
     base = horizon + int(offset.max(initial=0)) + 1  # > every epoch a key holds
@@ -190,13 +194,9 @@ def validate(schedule: Schedule) -> ValidationReport:
             errors.add("switch", msgs, int(badsw.sum()))
 
     # ---- horizon
-    late = arrive > schedule.epochs
-    if late.any():
-        r_ = np.flatnonzero(late)
-        errors.add("horizon", [
-            f"{where(r)} arrives in epoch {arrive[r]}, after the schedule's {schedule.epochs} epochs; drop the "
-            f"send or raise epochs" for r in r_[:MAX_MESSAGES]
-        ], r_.size)
+    errors.add_rows("horizon", arrive > schedule.epochs, lambda r: (
+        f"{where(r)} arrives in epoch {arrive[r]}, after the schedule's {schedule.epochs} epochs; drop the "
+        f"send or raise epochs"))
 
     # ---- demands
     wanted = demand.wants
