@@ -40,3 +40,14 @@ def test_default_multiplier_matches_the_published_runs():
 def test_errors(args, error):
     with pytest.raises(error):
         epoch_duration(topo(), *args)
+
+
+def test_epoch_spellings_the_cli_passes():
+    t = topo(alpha=1000.0)
+    assert epoch_duration(t, 50.0, " FAST ") == epoch_duration(t, 50.0, "fast")  # guard applies alike
+    assert epoch_duration(t, 50.0, "Slow") == epoch_duration(t, 50.0, "slow")
+    assert epoch_duration(t, 50.0, "0.25") == 0.25  # seconds as text: kept exactly, no guard
+    with pytest.raises(ValueError, match="positive seconds"):
+        epoch_duration(t, 50.0, "-1")
+    with pytest.raises(ValueError, match="'fast', 'slow'"):
+        epoch_duration(t, 50.0, "medium")

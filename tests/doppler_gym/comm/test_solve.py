@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from doppler_gym.comm.solve import PhasedSchedule, parse_bytes, solve
+from doppler_gym.comm.solve import (
+    PhasedSchedule,
+    collective_phases,
+    parse_bytes,
+    phase_demand,
+    read_size,
+    solve,
+)
 from doppler_gym.comm.validate import validate
 from tests.doppler_gym.comm.tiny_instances import line3, ring4, star
 
@@ -76,6 +83,19 @@ def test_epoch_multiplier_auto_coarsens_tiny_buffers():
                                              ("1.5MB", 1.5e6)])
 def test_parse_bytes(text, value):
     assert parse_bytes(text) == value
+    assert read_size(text) == value
+
+
+def test_read_size_leaves_checks_to_the_caller():
+    assert read_size("0KB") == 0.0 and read_size("1XB") is None and read_size("GB") is None
+
+
+def test_collective_phases():
+    assert collective_phases("allreduce") == ("allreduce", (("allgather", True), ("allgather", False)))
+    name, parts = collective_phases({0: [1]})
+    assert name == "multicast" and parts[0][1] is False
+    topo, demand = phase_demand(ring4(False), "allgather", True)
+    assert np.array_equal(topo.src, ring4(False).dst) and demand.n_commodities == 4
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
