@@ -46,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for flag, value in (("--budget-minutes", args.budget_minutes), ("--budget-seconds", args.budget_seconds)):
+        if not value > 0:
+            raise ValueError(f"{flag} must be > 0, got {value:g}")
     if args.baselines_only:
         return eval_cmd.run(args)
     return train_cmd.run(train_namespace(args))

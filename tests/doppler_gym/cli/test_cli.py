@@ -184,6 +184,7 @@ def test_simulate_reference_flag_on_workload(capsys, tmp_path):
         (["simulate", "paper/ffnn", "--streams", "0"], "streams must be an integer >= 1"),
         (["simulate", "paper/ffnn", "--assignment", "roundrobin"], "neither round-robin, random, single"),
         (["demo", "--budget-seconds", "0"], "--budget-seconds must be > 0"),
+        (["demo", "--budget-minutes", "-1"], "--budget-minutes must be > 0"),
     ],
 )
 def test_errors_are_one_line(capsys, argv, needle):
