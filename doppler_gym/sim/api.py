@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -182,8 +183,28 @@ def simulate_batch(
     prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
     comp_factor, edge_factor = _jitter(graph, config, rows=assign.shape[0])
     out = np.empty(assign.shape[0], np.float64)
+    threads = _torch_threads()
     kernels.run_many(meta, ints, floats, prio, comp_factor, edge_factor, assign, out)
+    if threads is not None:
+        _restore_torch_threads(threads)
     return out
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op thread count when torch is loaded (never imports it), else None.
+
+    Numba's OpenMP threading layer sets the OpenMP thread count of the calling thread at each
+    parallel launch, which silently changes torch's (e.g. a policy trained with one thread goes
+    back to all cores, many times slower on a shared CPU); :func:`simulate_batch` puts it back.
+    """
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def _restore_torch_threads(threads: int) -> None:
+    torch = sys.modules["torch"]
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 # ---------------------------------------------------------------- boundary checks
