@@ -121,15 +121,9 @@ class Evaluator:
     def __call__(self, assignments: np.ndarray) -> np.ndarray:
         """``(B, n_ops) int`` assignments -> ``(B,) float64`` makespans [reported unit]."""
         a = np.ascontiguousarray(assignments, dtype=np.int64)
-        threads = torch.get_num_threads()
-        try:
-            return simulate_batch(self.inst.graph, a, self.inst.topology, priorities=self.priorities,
-                                  config=self.inst.config)
-        finally:
-            # Numba's parallel kernels (OpenMP layer) reset the process-wide OpenMP thread count,
-            # which torch shares: without this, torch silently goes back to all cores after the
-            # first simulation (10-20x slower scatter ops on a busy CPU).
-            torch.set_num_threads(threads)
+        # simulate_batch keeps torch's thread count (Numba's OpenMP layer would reset it)
+        return simulate_batch(self.inst.graph, a, self.inst.topology, priorities=self.priorities,
+                              config=self.inst.config)
 
 
 class TrainingRun:
