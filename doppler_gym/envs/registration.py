@@ -12,11 +12,13 @@ from gymnasium.envs.registration import register, registry
 
 ENV_IDS = ("Doppler-Sim-v0", "Doppler-SimAssign-v0")  # simulator-backed ids
 REAL_ENV_ID = "Doppler-Real-v0"
+COLLECTIVE_ENV_ID = "Doppler-Collective-v0"  # TE-CCL chunk scheduling (doppler_gym.envs.collective)
 
 _ENTRY_POINTS = {
     "Doppler-Sim-v0": "doppler_gym.envs.placement:PlacementEnv",
     "Doppler-SimAssign-v0": "doppler_gym.envs.assign:AssignEnv",
     REAL_ENV_ID: "envs_real.env:make_real_env",
+    COLLECTIVE_ENV_ID: "doppler_gym.envs.collective.env:CollectiveEnv",
 }
 
 for _env_id, _entry_point in _ENTRY_POINTS.items():
