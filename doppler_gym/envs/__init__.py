@@ -5,6 +5,7 @@ id                           class                                       decisio
 ===========================  ==========================================  ============================
 ``Doppler-Sim-v0``           :class:`~.placement.PlacementEnv`            SEL an op, then PLC its device
 ``Doppler-SimAssign-v0``     :class:`~.assign.AssignEnv`                  the whole assignment at once
+``Doppler-Collective-v0``    :class:`~.collective.env.CollectiveEnv`      TE-CCL chunk sends, epoch by epoch
 ===========================  ==========================================  ============================
 
 Wrappers: :class:`~.wrappers.PlaceOnly` (the agent only places) and :class:`~.wrappers.SelectOnly`
@@ -25,6 +26,7 @@ from doppler_gym.envs.registration import ENV_IDS
 _LAZY = {
     "PlacementEnv": "doppler_gym.envs.placement",
     "AssignEnv": "doppler_gym.envs.assign",
+    "CollectiveEnv": "doppler_gym.envs.collective.env",
     "PlaceOnly": "doppler_gym.envs.wrappers",
     "SelectOnly": "doppler_gym.envs.wrappers",
     "Backend": "doppler_gym.envs.backend",
@@ -44,7 +46,7 @@ _LAZY = {
 
 
 __all__ = [
-    "ENV_IDS", "AssignEnv", "Backend", "GraphContext", "ImprovementReward", "MakespanReward",
+    "ENV_IDS", "AssignEnv", "Backend", "CollectiveEnv", "GraphContext", "ImprovementReward", "MakespanReward",
     "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward", "SimBackend",
     "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names",
 ]
