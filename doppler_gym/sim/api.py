@@ -75,7 +75,7 @@ def simulate(
             ok = low >= 0 and high < topo_devices
         if ok:
             ctx = _context(graph, topology, topo_devices, config)
-            if config.queue_order != "priority" and not config.has_jitter:
+            if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
                 if len(_LAST) >= 64:
                     _LAST.clear()
                 n, n_times, meta, ints, floats, time_unit = ctx
@@ -90,7 +90,7 @@ def simulate(
             if assignment.shape[0] == ctx[0] > 0:
                 if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
                     assignment = assignment.astype(np.int32)
-                return _run_single(ctx, graph, assignment, topo_devices, priorities, config)
+                return _run_single(ctx, graph, assignment, topology, topo_devices, priorities, config)
     _check_graph(graph)
     _check_config(config)
     if np.ndim(assignment) != 1:
@@ -101,14 +101,21 @@ def simulate(
     assign = _check_assignment(graph, assignment, "assignment")
     topo_devices = _n_devices(topology, assign)
     ctx = _context(graph, topology, topo_devices, config)
-    return _run_single(ctx, graph, assign, topo_devices, priorities, config)
+    return _run_single(ctx, graph, assign, topology, topo_devices, priorities, config)
 
 
 def _run_single(
-    ctx: tuple, graph: DataflowGraph, assign: np.ndarray, topo_devices: int, priorities: object | None, config: SimConfig
+    ctx: tuple, graph: DataflowGraph, assign: np.ndarray, topology: Topology | None, topo_devices: int,
+    priorities: object | None, config: SimConfig,
 ) -> Trace:
     """Simulate a checked ``(n,) int32`` assignment; returns a :class:`Trace` over one times buffer."""
     n, n_times, meta, ints, floats, time_unit = ctx
+    if config.multicast == "teccl":
+        floats = floats.copy()  # the edge row holds this assignment's multicast times
+        _, edge_factor = _jitter(graph, config, rows=1)
+        o = meta[kernels.M_EDGE_FACTOR]
+        floats[o : o + n_times // 2 - n] = _multicast_times(graph, assign[None, :], topology, topo_devices,
+                                                            config)[0] * edge_factor[0]
     if config.queue_order == "priority" or config.has_jitter:
         floats = floats.copy()  # this call's rows replace the packed defaults
         if config.queue_order == "priority":
@@ -118,8 +125,9 @@ def _run_single(
             comp_factor, edge_factor = _jitter(graph, config, rows=1)
             o = meta[kernels.M_COMP_FACTOR]
             floats[o : o + n] = comp_factor[0]
-            o = meta[kernels.M_EDGE_FACTOR]
-            floats[o : o + n_times // 2 - n] = edge_factor[0]
+            if config.multicast == "p2p":  # (teccl: already in the times above)
+                o = meta[kernels.M_EDGE_FACTOR]
+                floats[o : o + n_times // 2 - n] = edge_factor[0]
     times = np.empty(n_times, np.float64)
     makespan = kernels.run_packed(meta, ints, floats, assign, times)
     return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit, config.time_divisor)
@@ -182,12 +190,31 @@ def simulate_batch(
     meta, ints, floats = pack(graph, topology, topo_devices, config)
     prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
     comp_factor, edge_factor = _jitter(graph, config, rows=assign.shape[0])
+    if config.multicast == "teccl":  # per-row multicast times (jitter included) replace the factors
+        edge_factor = _multicast_times(graph, assign, topology, topo_devices, config) * edge_factor
+        comp_factor = np.ascontiguousarray(np.broadcast_to(comp_factor, (assign.shape[0], graph.n_ops)))
     out = np.empty(assign.shape[0], np.float64)
     threads = _torch_threads()
     kernels.run_many(meta, ints, floats, prio, comp_factor, edge_factor, assign, out)
     if threads is not None:
         _restore_torch_threads(threads)
     return out
+
+
+def _multicast_times(
+    graph: DataflowGraph, assign: np.ndarray, topology: Topology | None, n_devices: int, config: SimConfig
+) -> np.ndarray:
+    """``(B, n_edges) float64`` [s] transfer times under ``multicast="teccl"``
+    (:mod:`doppler_gym.sim.multicast`; ``topology=None`` is ``Topology.uniform(n_devices)``)."""
+    from doppler_gym.sim.multicast import edge_times, timer_for
+
+    topo = topology if topology is not None else _uniform(n_devices)
+    return edge_times(graph, assign, timer_for(topo, config))
+
+
+@lru_cache(maxsize=16)
+def _uniform(n_devices: int) -> Topology:
+    return Topology.uniform(n_devices)
 
 
 def _torch_threads() -> int | None:

@@ -9,6 +9,7 @@ import numpy as np
 COST_MODELS = ("topology", "raw")
 LINK_MODELS = ("ideal", "fifo")
 QUEUE_ORDERS = ("fifo", "priority")
+MULTICASTS = ("p2p", "teccl")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,21 @@ class SimConfig:
         seed: seed of the jitter draws (same seed, same trace).
         time_divisor: reported times are internal times divided by this (``1e10`` in the
             reference mode gives the paper's units; 1 keeps seconds or raw units).
+        multicast: how one op's output reaches the other devices that consume it. ``"p2p"``:
+            one independent point-to-point transfer per consuming edge (the model above).
+            ``"teccl"``: per producer, the distinct other devices consuming its output get one
+            TE-CCL multicast (:class:`doppler_gym.comm.multicast.MulticastTimer`: copy at GPUs,
+            chunks pipelined, the schedule's sends replayed with the topology's link figures), and
+            each consuming edge takes that multicast's delay for its device (times the edge's
+            jitter factor). Needs ``cost_model="topology"`` and ``link_model="ideal"``:
+            multicasts are timed in isolation (they do not queue behind other transfers), and
+            the paper's raw-cost files have no topology. Needs OR-Tools (``pip install
+            doppler-gym[solvers]``); schedules are cached per topology, source device,
+            destination set and size bucket, so the first runs are slower.
+        multicast_chunks: TE-CCL chunks per output (C >= 1; more pipelines better, solves slower).
+        multicast_epoch: TE-CCL epoch rule, ``"fast"``, ``"slow"`` or an epoch length [s].
+        multicast_time_limit: CP-SAT budget per multicast schedule [s]; a solve that hits it
+            keeps its best valid schedule (then makespans may vary between processes).
     """
 
     cost_model: str = "topology"
@@ -49,12 +65,17 @@ class SimConfig:
     transfer_jitter: float = 0.0
     seed: int = 0
     time_divisor: float = 1.0
+    multicast: str = "p2p"
+    multicast_chunks: int = 1
+    multicast_epoch: str | float = "fast"
+    multicast_time_limit: float = 30.0  # [s] per schedule
 
     def __post_init__(self) -> None:
         for label, value, allowed in (
             ("cost_model", self.cost_model, COST_MODELS),
             ("link_model", self.link_model, LINK_MODELS),
             ("queue_order", self.queue_order, QUEUE_ORDERS),
+            ("multicast", self.multicast, MULTICASTS),
         ):
             if value not in allowed:
                 raise ValueError(f"SimConfig.{label} must be one of {allowed}, got {value!r}")
@@ -73,6 +94,34 @@ class SimConfig:
         if isinstance(divisor, bool) or not (isinstance(divisor, (int, float, np.floating)) and 0 < divisor < np.inf):
             raise ValueError(f"SimConfig.time_divisor must be a positive finite number, got {divisor!r}")
         object.__setattr__(self, "time_divisor", float(divisor))
+        self._check_multicast()
+
+    def _check_multicast(self) -> None:
+        chunks = self.multicast_chunks
+        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+            raise ValueError(f"SimConfig.multicast_chunks must be an integer >= 1, got {chunks!r}")
+        object.__setattr__(self, "multicast_chunks", int(chunks))
+        epoch = self.multicast_epoch
+        if isinstance(epoch, str):
+            if epoch not in ("fast", "slow"):
+                raise ValueError(f"SimConfig.multicast_epoch must be 'fast', 'slow' or an epoch length in seconds, "
+                                 f"got {epoch!r}")
+        elif isinstance(epoch, bool) or not (isinstance(epoch, (int, float, np.floating)) and 0 < epoch < np.inf):
+            raise ValueError(f"SimConfig.multicast_epoch must be 'fast', 'slow' or a positive epoch length in seconds, "
+                             f"got {epoch!r}")
+        limit = self.multicast_time_limit
+        if isinstance(limit, bool) or not (isinstance(limit, (int, float, np.floating)) and 0 < limit < np.inf):
+            raise ValueError(f"SimConfig.multicast_time_limit must be positive seconds, got {limit!r}")
+        object.__setattr__(self, "multicast_time_limit", float(limit))
+        if self.multicast == "teccl":
+            if self.cost_model != "topology":
+                raise ValueError(f"SimConfig(multicast='teccl') needs cost_model='topology', got "
+                                 f"cost_model={self.cost_model!r}: raw costs (the paper's files, SimConfig.reference()) "
+                                 f"have no topology to schedule a multicast on; use multicast='p2p' there")
+            if self.link_model != "ideal":
+                raise ValueError(f"SimConfig(multicast='teccl') needs link_model='ideal', got "
+                                 f"link_model={self.link_model!r}: multicasts are timed in isolation and cannot "
+                                 f"queue on FIFO links; use link_model='ideal', or multicast='p2p' with FIFO links")
 
     @classmethod
     def reference(cls) -> SimConfig:

@@ -60,7 +60,8 @@ M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX
 M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
 M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
 M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (topology=None)
-META_LEN = 26
+M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time itself (multicast="teccl", ideal links)
+META_LEN = 27
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -203,7 +204,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         floats: ``float64`` op costs, output sizes, device speeds, link latency/bandwidth.
         priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode).
         comp_factor: ``(n,) float64`` multipliers of compute times (jitter; ones without).
-        edge_factor: ``(E,) float64`` multipliers of transfer times.
+        edge_factor: ``(E,) float64`` multipliers of transfer times; with ``meta[M_EDGE_TIMES]``
+            the cross-device transfer time of each edge itself (internal units, jitter included),
+            read in place of the route tables (ideal links only).
         assignment: ``(n,) int32`` device of each op, validated to lie in ``[0, D)``.
         times: out ``(2n + 2E,) float64``: op start, op end, edge transfer start (NaN when
             nothing moves), edge arrival; divided by the time divisor.
@@ -216,6 +219,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
     n_links = n_dev * n_dev
     link_fifo = meta[M_LINK_FIFO] != 0
+    given_times = meta[M_EDGE_TIMES] != 0
     use_priority = meta[M_PRIORITY] != 0
     o0 = meta[M_SUCC_PTR]
     succ_ptr = ints[o0 : o0 + n + 1]
@@ -455,6 +459,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                                 h_size += 1
                                 j += 1
                             continue
+                        elif given_times:
+                            t = now + edge_factor[U(e)]
                         else:
                             t = now + (pair_latency[U(p)] + size[U(idx)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
                     if t == now:
@@ -499,7 +505,10 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 if a == b:
                     continue
                 p = a * n_dev + b
-                t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
+                if given_times:
+                    t = end[U(u)] + edge_factor[U(e)]
+                else:
+                    t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
                 if t == now:
                     edge_end[U(e)] = now
                     missing[U(c)] -= 1

@@ -78,6 +78,7 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     meta[K.M_LINK_FIFO] = config.link_model == "fifo"
     meta[K.M_PRIORITY] = config.queue_order == "priority"
     meta[K.M_MAX_HOPS] = max_hops
+    meta[K.M_EDGE_TIMES] = config.multicast == "teccl"  # the edge row then holds times: filled per call
     for slot, off in zip(
         (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK), int_off
     ):

@@ -1,0 +1,71 @@
+"""Per-edge transfer times of ``SimConfig(multicast="teccl")``: one TE-CCL multicast per producer.
+
+For an assignment, producer ``u`` on device ``a`` whose consumers sit on the other devices ``V``
+(distinct, ``a`` excluded) sends one multicast ``(a, V, out_bytes[u])``; every edge ``u -> c`` with
+``assignment[c] != a`` takes the multicast's delay for ``assignment[c]``
+(:meth:`doppler_gym.comm.multicast.MulticastTimer.delays`). The kernel reads these times in place of
+its route tables (``kernels.M_EDGE_TIMES``). One timer (and its schedule cache) is kept per
+topology and multicast settings, for the life of the process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.types import Topology
+
+_TIMERS: dict = {}  # (id(topology), chunks, epoch, time_limit) -> (topology, MulticastTimer)
+
+
+def timer_for(topology: Topology, config: SimConfig):  # -> MulticastTimer
+    """The process-wide :class:`~doppler_gym.comm.multicast.MulticastTimer` of ``topology`` under
+    ``config``'s multicast settings (created on first use; raises ``ImportError`` without OR-Tools)."""
+    from doppler_gym.comm.multicast import MulticastTimer
+
+    key = (id(topology), config.multicast_chunks, config.multicast_epoch, config.multicast_time_limit)
+    entry = _TIMERS.get(key)
+    if entry is None or entry[0] is not topology:
+        timer = MulticastTimer(topology, epoch=config.multicast_epoch, method="milp",
+                               time_limit=config.multicast_time_limit, chunks=config.multicast_chunks)
+        entry = (topology, timer)  # keeps the topology alive, so its id stays its own
+        _TIMERS[key] = entry
+    return entry[1]
+
+
+def edge_times(graph: DataflowGraph, assignments: np.ndarray, timer) -> np.ndarray:
+    """Transfer time of every edge under multicast timing.
+
+    Args:
+        graph: the dataflow graph.
+        assignments: ``(B, n_ops) int32`` checked device ids.
+        timer: a :class:`~doppler_gym.comm.multicast.MulticastTimer` of the run's topology.
+
+    Returns:
+        ``(B, n_edges) float64`` [s]: the multicast delay of each cross-device edge, 0 for
+        same-device edges (the kernel never reads those).
+    """
+    n_rows = assignments.shape[0]
+    out = np.zeros((n_rows, graph.n_edges))
+    src, dst = graph.src, graph.dst
+    size = graph.out_bytes
+    for r in range(n_rows):
+        row = assignments[r]
+        a_dev = row[src]
+        b_dev = row[dst]
+        cross = np.flatnonzero(a_dev != b_dev)
+        if cross.size == 0:
+            continue
+        # Edges are grouped per producer (cross is ascending, and graph edges are sorted by source
+        # in the CSR order; sort here so any edge order works).
+        order = cross[np.argsort(src[cross], kind="stable")]
+        producers, first = np.unique(src[order], return_index=True)
+        bounds = np.append(first, order.size)
+        for i, u in enumerate(producers):
+            edges = order[bounds[i] : bounds[i + 1]]
+            devs = b_dev[edges]
+            targets = np.unique(devs)
+            delays = timer.delays(int(row[u]), targets, float(size[u]))
+            out[r, edges] = delays[np.searchsorted(targets, devs)]
+    return out
