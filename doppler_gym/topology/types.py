@@ -114,6 +114,37 @@ class Topology:
         )
 
     @classmethod
+    def ring(
+        cls,
+        n_devices: int,
+        speed: float = DEFAULT_SPEED,
+        memory: float = DEFAULT_MEMORY,
+        bandwidth: float = DEFAULT_BANDWIDTH,
+        latency: float = DEFAULT_LATENCY,
+        name: str | None = None,
+    ) -> Topology:
+        """``n_devices`` identical devices on a bidirectional ring: device ``i`` is linked to
+        ``i - 1`` and ``i + 1`` (mod ``n_devices``), other pairs are routed around the ring.
+
+        Args:
+            n_devices: number of devices (>= 2).
+            speed: compute speed of each device [FLOP/s].
+            memory: memory of each device [B].
+            bandwidth: bandwidth of every ring link, each direction [B/s].
+            latency: latency of every ring link [s].
+        """
+        if isinstance(n_devices, bool) or not isinstance(n_devices, (int, np.integer)) or n_devices < 2:
+            raise ValueError(f"Topology.ring: n_devices must be an integer >= 2, got {n_devices!r}")
+        n = int(n_devices)
+        bw = np.zeros((n, n))
+        lat = np.zeros((n, n))
+        for i in range(n):
+            for j in ((i + 1) % n, (i - 1) % n):
+                bw[i, j], lat[i, j] = float(bandwidth), float(latency)
+        return cls(speed=np.full(n, float(speed)), memory=np.full(n, float(memory)), bandwidth=bw, latency=lat,
+                   name=name or f"ring{n}")
+
+    @classmethod
     def preset(cls, name: str) -> Topology:
         """A named preset; see :func:`doppler_gym.topology.presets.preset_names`."""
         from doppler_gym.topology.presets import make_preset

@@ -25,13 +25,7 @@ N = 2**26  # [B] a power of two: its own bucket
 
 
 def _ring4() -> dg.Topology:
-    bw = np.zeros((4, 4))
-    lat = np.zeros((4, 4))
-    for i in range(4):
-        for j in ((i + 1) % 4, (i - 1) % 4):
-            bw[i, j] = BW
-            lat[i, j] = LAT
-    return dg.Topology(speed=np.full(4, 1e13), memory=16e9, bandwidth=bw, latency=lat, name="ring4")
+    return dg.Topology.ring(4, speed=1e13, memory=16e9, bandwidth=BW, latency=LAT)
 
 
 def test_size_bucket():

@@ -33,13 +33,7 @@ N = 2**26  # [B]
 
 
 def _ring4() -> dg.Topology:
-    bw = np.zeros((4, 4))
-    lat = np.zeros((4, 4))
-    for i in range(4):
-        for j in ((i + 1) % 4, (i - 1) % 4):
-            bw[i, j] = BW
-            lat[i, j] = LAT
-    return dg.Topology(speed=np.full(4, SPEED), memory=16e9, bandwidth=bw, latency=lat, name="ring4-sim")
+    return dg.Topology.ring(4, speed=SPEED, memory=16e9, bandwidth=BW, latency=LAT, name="ring4-sim")
 
 
 RING = _ring4()

@@ -339,6 +339,20 @@ def test_uniform_zero_rejected():
         make_preset("uniform0")
 
 
+def test_ring_links_neighbours_only_and_routes_the_short_way():
+    t = Topology.ring(6, bandwidth=1e10, latency=2e-6)
+    assert t.name == "ring6" and t.n_devices == 6
+    linked = t.bandwidth > 0
+    for i in range(6):
+        assert {j for j in range(6) if linked[i, j]} == {(i + 1) % 6, (i - 1) % 6}
+    assert t.route(0, 2) == [0, 1, 2] and t.route(0, 4) == [0, 5, 4]
+    assert t.transfer_time(1e9, 0, 3) == pytest.approx(3 * (2e-6 + 1e9 / 1e10))
+    two = Topology.ring(2)
+    assert two.route(0, 1) == [0, 1]
+    with pytest.raises(ValueError, match="integer >= 2"):
+        Topology.ring(1)
+
+
 # ====================================================================== presets: figures
 def test_p100x4_figures():
     t = make_preset("p100x4")
