@@ -14,7 +14,7 @@ from doppler_gym import workloads
 from doppler_gym.graph.analysis import b_level
 from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim.config import LINK_MODELS, QUEUE_ORDERS, SimConfig
+from doppler_gym.sim.config import LINK_MODELS, MULTICASTS, QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
@@ -77,6 +77,11 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
         "--jitter", type=float, metavar="SIGMA",
         help="lognormal sigma of random compute and transfer times (mean one); 0 = deterministic",
     )
+    group.add_argument(
+        "--multicast", choices=MULTICASTS,
+        help="p2p (one copy per consuming device) or teccl (one TE-CCL multicast per op output; "
+        "topology costs and ideal links only; needs the solvers extra)",
+    )
     group.add_argument("--seed", type=int, default=0, help="seed of the jitter and of random placements (default 0)")
 
 
@@ -135,7 +140,7 @@ def config_from_args(args: argparse.Namespace, graph: DataflowGraph) -> SimConfi
     """The reference model for paper graphs (or with ``--reference``), else ``SimConfig()``; flags override."""
     base = SimConfig.reference() if (graph.units == "paper" or args.reference) else SimConfig()
     changes: dict[str, object] = {}
-    for flag in ("link_model", "streams", "queue_order"):
+    for flag in ("link_model", "streams", "queue_order", "multicast"):
         if getattr(args, flag, None) is not None:
             changes[flag] = getattr(args, flag)
     jitter = getattr(args, "jitter", None)

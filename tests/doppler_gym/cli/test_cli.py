@@ -149,6 +149,23 @@ def test_simulate_gantt(capsys, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_simulate_with_teccl_multicast(capsys, tmp_path):
+    pytest.importorskip("ortools")
+    argv = ["simulate", "ffnn", "--param", "layers=2", "--topology", "v100x8-dgx1", "--assignment", "round-robin"]
+    results = {}
+    for mode in ("p2p", "teccl"):
+        out_json = tmp_path / f"{mode}.json"
+        code, _, _ = run(capsys, *argv, "--multicast", mode, "--json", str(out_json))
+        assert code == 0
+        data = json.loads(out_json.read_text())
+        assert data["config"]["multicast"] == mode
+        results[mode] = data["makespan"]
+    g = dg.workloads.make("ffnn", layers=2)
+    topo = dg.Topology.preset("v100x8-dgx1")
+    expected = dg.simulate(g, np.arange(g.n_ops) % 8, topo, config=dg.SimConfig(multicast="teccl")).makespan
+    assert results["teccl"] == pytest.approx(expected, rel=1e-12) and results["teccl"] != results["p2p"]
+
+
 def test_simulate_workload_with_sim_flags(capsys, tmp_path):
     out_json = tmp_path / "r.json"
     code, out, _ = run(capsys, "simulate", "llama-block", "--param", "blocks=2", "--topology", "v100x8-dgx1",
@@ -160,6 +177,7 @@ def test_simulate_workload_with_sim_flags(capsys, tmp_path):
     assert data["config"] == {
         "cost_model": "topology", "link_model": "fifo", "streams": 2, "queue_order": "priority",
         "compute_jitter": 0.1, "transfer_jitter": 0.1, "seed": 3, "time_divisor": 1.0,
+        "multicast": "p2p", "multicast_chunks": 1, "multicast_epoch": "fast", "multicast_time_limit": 30.0,
     }
     assert field(out, "makespan").endswith(("ms", "us", "s"))
 
