@@ -360,9 +360,9 @@ def decompose(net: Network, built: _Built, values: np.ndarray, sources: np.ndarr
             out_of[(si, int(net.src[l]), k)].append(l)
     keep_left = {key: int(round(values[col])) for key, col in y_col.items() if round(values[col]) > 0}
     deliver_left = {key: int(round(values[col])) for key, col in x_col.items() if round(values[col]) > 0}
-    todo: dict[tuple[int, int], list[int]] = defaultdict(list)  # (source, dest) -> commodities
+    pending: dict[tuple[int, int], list[int]] = defaultdict(list)  # (source, dest) -> commodities
     for c, d in zip(*np.nonzero(wants)):
-        todo[(int(sources[c]), int(d))].append(int(c))
+        pending[(int(sources[c]), int(d))].append(int(c))
     rows: list[tuple[int, int, int]] = []
     for si, s in enumerate(srcs):
         s = int(s)
@@ -392,7 +392,7 @@ def decompose(net: Network, built: _Built, values: np.ndarray, sources: np.ndarr
                     continue
                 raise RuntimeError(f"decompose: flow of source {s} stops at node {node} in epoch {t} "
                                    "(not conserved; LP tolerance problem)")
-            c = todo[(s, node)].pop()
+            c = pending[(s, node)].pop()
             rows.extend((c, l, k) for l, k in path)
     arr = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1, 3), axis=0)
     if arr.shape[0]:

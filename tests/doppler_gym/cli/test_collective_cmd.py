@@ -95,7 +95,7 @@ def test_plot(capsys, tmp_path):
 
 
 def test_milp_end_to_end(capsys):
-    pytest.importorskip("doppler_gym.comm.solve", reason="the TE-CCL solvers are not in this tree")
+    pytest.importorskip("ortools", reason="the MILP needs OR-Tools (the solvers extra)")
     code, out, _ = run(capsys, "--topology", "dgx1", "--buffer", "1GB", "--method", "milp", "--time-limit", "60")
     assert code == 0
     row = table(out)["milp"]
