@@ -102,9 +102,7 @@ class Topology:
             bandwidth: bandwidth of every link [B/s].
             latency: latency of every link [s].
         """
-        if isinstance(n_devices, bool) or not isinstance(n_devices, (int, np.integer)) or n_devices < 1:
-            raise ValueError(f"Topology.uniform: n_devices must be a positive integer, got {n_devices!r}")
-        n = int(n_devices)
+        n = _device_count(n_devices, minimum=1, where="Topology.uniform")
         return cls(
             speed=np.full(n, float(speed)),
             memory=np.full(n, float(memory)),
@@ -133,9 +131,7 @@ class Topology:
             bandwidth: bandwidth of every ring link, each direction [B/s].
             latency: latency of every ring link [s].
         """
-        if isinstance(n_devices, bool) or not isinstance(n_devices, (int, np.integer)) or n_devices < 2:
-            raise ValueError(f"Topology.ring: n_devices must be an integer >= 2, got {n_devices!r}")
-        n = int(n_devices)
+        n = _device_count(n_devices, minimum=2, where="Topology.ring")
         bw = np.zeros((n, n))
         lat = np.zeros((n, n))
         for i in range(n):
@@ -216,6 +212,14 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology(name={self.name!r}, n_devices={self.n_devices})"
+
+
+def _device_count(n_devices: object, minimum: int, where: str) -> int:
+    """``n_devices`` as an int, or a ValueError saying it must be an integer >= ``minimum``."""
+    if isinstance(n_devices, bool) or not isinstance(n_devices, (int, np.integer)) or n_devices < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{where}: n_devices must be {kind}, got {n_devices!r}")
+    return int(n_devices)
 
 
 def _broadcast(values: object, shape: tuple[int, ...], label: str, where: str) -> np.ndarray:
