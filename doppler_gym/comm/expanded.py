@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from doppler_gym.comm.schedule import arrival_offset
+
 INF = np.iinfo(np.int64).max // 4
 
 
@@ -84,11 +86,13 @@ class Network:
 
 
 def network(topology: Any, timing: Any) -> Network:
-    """Build the :class:`Network` of ``topology`` under ``timing`` (a ``LinkTiming``: kappa, beta, delta).
+    """Build the :class:`Network` of ``topology`` under ``timing``; ``lag`` and ``cap`` are
+    :func:`~doppler_gym.comm.schedule.arrival_offset` and ``LinkTiming.window_capacity``.
 
     Args:
         topology: a ``CommTopology`` (src, dst, is_switch, copy_capable).
-        timing: per-link ``kappa`` (n_links,) float64 [chunks/epoch], ``beta`` and ``delta`` (n_links,) int [epochs].
+        timing: a ``LinkTiming``: per-link ``kappa`` (n_links,) float64 [chunks/epoch], ``beta`` and
+            ``delta`` (n_links,) int [epochs].
     """
     src = np.asarray(topology.src, dtype=np.int64)
     dst = np.asarray(topology.dst, dtype=np.int64)
@@ -102,10 +106,9 @@ def network(topology: Any, timing: Any) -> Network:
                          f"(src {src.shape}, kappa {kappa.shape}, beta {beta.shape}, delta {delta.shape})")
     if np.any(kappa <= 0) or np.any(beta < 0) or np.any(delta < 0):
         raise ValueError("network: timing needs kappa > 0 and beta, delta >= 0 on every link")
-    switch_to_gpu = is_switch[src] & ~is_switch[dst]
-    lag = np.where(switch_to_gpu, delta, 1 + delta + beta).astype(np.int64)
+    lag = arrival_offset(topology, timing)  # the one arrival rule (schedule.py), shared with the validator
     window = (beta + 1).astype(np.int64)
-    cap = np.maximum(1, np.floor(window * kappa + 1e-9)).astype(np.int64)
+    cap = np.maximum(1, timing.window_capacity).astype(np.int64)
     return Network(n_nodes=int(is_switch.shape[0]), src=src, dst=dst, is_switch=is_switch,
                    copy_capable=copy_capable, lag=lag, window=window, cap=cap, kappa=kappa)
 
