@@ -194,6 +194,8 @@ class CollectiveEnv(gym.Env):
         self._sw_now = np.zeros((c, n), np.int64)  # (C, N) copies at switches in this epoch
         self._sw_used = np.zeros((c, n), np.int64)  # (C, N) of them sent on this epoch
         self._counts = np.zeros((self.max_epochs + 1, nl), np.int64)  # (epochs, L) sends per link per epoch
+        self._csum = np.zeros((self.max_epochs + 1, nl), np.int64)  # (epochs, L) row k: sends in epochs 0..k-1
+        self._links = np.arange(nl)
         self._prior = np.zeros(nl, np.int64)  # (L,) sends in the window before this epoch
         self._sent_now = np.zeros((c, nl), bool)  # (C, L) sent in this epoch
         self._sends: list[tuple[int, int, int]] = []
@@ -214,6 +216,7 @@ class CollectiveEnv(gym.Env):
         self._sw_now.fill(0)
         self._sw_used.fill(0)
         self._counts.fill(0)
+        self._csum.fill(0)
         self._prior.fill(0)
         self._sent_now.fill(False)
         self._sends = []
@@ -352,11 +355,10 @@ class CollectiveEnv(gym.Env):
         self._sw_now[:] = 0 if arriving is None else arriving
         self._sw_used.fill(0)
         self._sent_now.fill(False)
-        beta = self.instance.timing.beta
-        csum = np.zeros((k + 1, self.instance.n_links), np.int64)
-        np.cumsum(self._counts[:k], axis=0, out=csum[1:])
-        lo = np.maximum(0, k - beta)
-        self._prior = csum[k] - csum[lo, np.arange(self.instance.n_links)]
+        csum = self._csum
+        np.add(csum[k - 1], self._counts[k - 1], out=csum[k])  # extend the running sum by one epoch
+        lo = np.maximum(0, k - self.instance.timing.beta)
+        self._prior = csum[k] - csum[lo, self._links]
 
     def _capacity_left(self) -> np.ndarray:
         k = min(self._k, self.max_epochs)
