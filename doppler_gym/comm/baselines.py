@@ -252,11 +252,11 @@ def ring_schedule(topology: object, demand: Demand, chunk_bytes: float, tau: flo
     """
     started = time.perf_counter()
     topo, t, timing = _setup(topology, demand, chunk_bytes, tau)
-    order = ring_order(topo, chunk_bytes, t)
+    weight = _route_weight(topo, timing)
+    order = _ring_order(topo, tuple(weight.tolist()))  # ring_order(topo, chunk_bytes, t), timing reused
     n = order.shape[0]
     pos = np.full(topo.n_nodes, -1, np.int64)
     pos[order] = np.arange(n)
-    weight = _route_weight(topo, timing)
     hop_segments = []
     for i in range(n):
         _, via = shortest_paths(topo, weight, int(order[i]), HOP_EPS)
