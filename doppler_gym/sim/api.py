@@ -110,24 +110,22 @@ def _run_single(
 ) -> Trace:
     """Simulate a checked ``(n,) int32`` assignment; returns a :class:`Trace` over one times buffer."""
     n, n_times, meta, ints, floats, time_unit = ctx
-    if config.multicast == "teccl":
-        floats = floats.copy()  # the edge row holds this assignment's multicast times
-        _, edge_factor = _jitter(graph, config, rows=1)
-        o = meta[kernels.M_EDGE_FACTOR]
-        floats[o : o + n_times // 2 - n] = _multicast_times(graph, assign[None, :], topology, topo_devices,
-                                                            config)[0] * edge_factor[0]
-    if config.queue_order == "priority" or config.has_jitter:
+    teccl = config.multicast == "teccl"
+    if teccl or config.queue_order == "priority" or config.has_jitter:
         floats = floats.copy()  # this call's rows replace the packed defaults
         if config.queue_order == "priority":
             o = meta[kernels.M_PRIO]
             floats[o : o + n] = _check_priorities(graph, priorities, config, n_rows=1)[0]
+        comp_factor, edge_factor = _jitter(graph, config, rows=1)
         if config.has_jitter:
-            comp_factor, edge_factor = _jitter(graph, config, rows=1)
             o = meta[kernels.M_COMP_FACTOR]
             floats[o : o + n] = comp_factor[0]
-            if config.multicast == "p2p":  # (teccl: already in the times above)
-                o = meta[kernels.M_EDGE_FACTOR]
-                floats[o : o + n_times // 2 - n] = edge_factor[0]
+        o = meta[kernels.M_EDGE_FACTOR]
+        if teccl:  # the edge row holds this assignment's multicast times, jitter included
+            floats[o : o + n_times // 2 - n] = _multicast_times(graph, assign[None, :], topology, topo_devices,
+                                                                config)[0] * edge_factor[0]
+        elif config.has_jitter:
+            floats[o : o + n_times // 2 - n] = edge_factor[0]
     times = np.empty(n_times, np.float64)
     makespan = kernels.run_packed(meta, ints, floats, assign, times)
     return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit, config.time_divisor)
