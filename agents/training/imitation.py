@@ -81,10 +81,14 @@ def run_imitation(trainer: Trainer) -> None:
             obs_t = obs_to_tensors(obs, policy.device)
             mask_t = torch.as_tensor(mask, device=policy.device).bool()
             teach_t = torch.as_tensor(teacher, device=policy.device).bool() & mask_t
-            logits = action_logits(policy, obs_t)
+            if has_values and hasattr(policy, "logits_and_values"):  # one GNN pass for both (DopplerPolicy)
+                logits, values = policy.logits_and_values(obs_t)
+            else:
+                logits = action_logits(policy, obs_t)
+                values = policy.predict_values(obs_t) if has_values else None
             loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef)
-            if has_values:
-                values = policy.predict_values(obs_t).flatten()
+            if values is not None:
+                values = values.flatten()
                 v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))
                 loss = loss + args.il_vf_coef * v_loss
                 parts["value_loss"] = float(v_loss.detach())
