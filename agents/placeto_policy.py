@@ -134,10 +134,13 @@ class PlacetoNet(nn.Module):
         return {"max_devices": self.max_devices, "hidden_dim": self.hidden_dim, "n_layers": len(self.blocks),
                 "head_dim": self.head[0].out_features}
 
-    def device_inputs(self, graph: PlacetoGraph, placement: torch.Tensor, h: torch.Tensor, current: int) -> torch.Tensor:
+    def device_inputs(self, graph: PlacetoGraph, placement: torch.Tensor, h: torch.Tensor, current: int,
+                      onehot: torch.Tensor | None = None) -> torch.Tensor:
         """``(B, D, F + 2)`` per-device inputs of the head: the mean embedding of the ops placed on
-        the device, the share of the current op's parents there, the share of the graph's compute there."""
-        onehot = self._onehot(placement)  # (B, n, D)
+        the device, the share of the current op's parents there, the share of the graph's compute there.
+        ``onehot``: ``self._onehot(placement)`` when the caller has it."""
+        if onehot is None:
+            onehot = self._onehot(placement)  # (B, n, D)
         count = onehot.sum(1)  # (B, D)
         mean_h = torch.einsum("bnd,bnf->bdf", onehot, h) / count.clamp_min(1.0).unsqueeze(-1)
         par = graph.parents[current]
@@ -158,11 +161,13 @@ class PlacetoNet(nn.Module):
         onehot = torch.nn.functional.one_hot(placement.clamp_min(0), self.max_devices).float()
         return onehot * (placement >= 0).unsqueeze(-1)
 
-    def embed(self, graph: PlacetoGraph, placement: torch.Tensor, current: int) -> torch.Tensor:
+    def embed(self, graph: PlacetoGraph, placement: torch.Tensor, current: int,
+              onehot: torch.Tensor | None = None) -> torch.Tensor:
         """``(B, n, F)`` op embeddings of ``B`` partial placements (see the class docstring)."""
         b, n = placement.shape
         placed = placement >= 0
-        onehot = self._onehot(placement)
+        if onehot is None:
+            onehot = self._onehot(placement)
         is_current = torch.zeros(b, n, 1)
         is_current[:, current] = 1.0
         dyn = torch.cat([onehot, is_current, placed.unsqueeze(-1).float()], dim=-1)
@@ -174,7 +179,8 @@ class PlacetoNet(nn.Module):
         return h.reshape(b, n, self.hidden_dim)
 
     def forward(self, graph: PlacetoGraph, placement: torch.Tensor, current: int) -> torch.Tensor:
-        h = self.embed(graph, placement, current)
+        onehot = self._onehot(placement)  # once per step, for the GNN inputs and the device inputs
+        h = self.embed(graph, placement, current, onehot)
         b = h.shape[0]
         zeros = h.new_zeros(b, self.hidden_dim)
         par, chi = graph.parents[current], graph.children[current]
@@ -184,7 +190,7 @@ class PlacetoNet(nn.Module):
             h[:, chi].mean(1) if chi.numel() else zeros,
             h.mean(1),
         ], dim=-1)  # (B, 4F)
-        dev = self.device_inputs(graph, placement, h, current)  # (B, D, F + 2)
+        dev = self.device_inputs(graph, placement, h, current, onehot)  # (B, D, F + 2)
         d = self.max_devices
         logits = self.head(torch.cat([op_ctx.unsqueeze(1).expand(b, d, -1), dev], dim=-1)).squeeze(-1)
         return logits.masked_fill(~self.device_mask(graph), NEG_LOGIT)
