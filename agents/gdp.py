@@ -162,14 +162,16 @@ def train_gdp(
 
         def update() -> tuple[np.ndarray, dict[str, float]]:
             """``ppo_epochs`` clipped steps on ``samples_per_update`` assignments of one forward pass."""
+            logp_all = torch.log_softmax(net(ggraph), dim=-1)  # the sampling policy's, and the first epoch's
             with torch.no_grad():
-                logp_old_all = torch.log_softmax(net(ggraph), dim=-1)
+                logp_old_all = logp_all.detach()
                 actions = _sample(logp_old_all, args.samples_per_update, gen)  # (B, n)
                 logp_old = logp_old_all[rows, actions]  # (B, n)
             makespans = run.evaluate(actions.numpy())
             adv = batch_advantage(makespans, run.reward_scale).unsqueeze(1)  # (B, 1)
-            for _ in range(args.ppo_epochs):
-                logp_all = torch.log_softmax(net(ggraph), dim=-1)
+            for epoch in range(args.ppo_epochs):
+                if epoch:
+                    logp_all = torch.log_softmax(net(ggraph), dim=-1)
                 ratio = torch.exp(logp_all[rows, actions] - logp_old)
                 clipped = ratio.clamp(1.0 - args.clip_range, 1.0 + args.clip_range)
                 pg_loss = -torch.min(ratio * adv, clipped * adv).mean()
