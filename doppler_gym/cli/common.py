@@ -136,11 +136,14 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
     return Topology.uniform(n)
 
 
+SIM_FLAGS = ("link_model", "streams", "queue_order", "multicast")  # SimConfig fields set by flags of the same name
+
+
 def config_from_args(args: argparse.Namespace, graph: DataflowGraph) -> SimConfig:
     """The reference model for paper graphs (or with ``--reference``), else ``SimConfig()``; flags override."""
     base = SimConfig.reference() if (graph.units == "paper" or args.reference) else SimConfig()
     changes: dict[str, object] = {}
-    for flag in ("link_model", "streams", "queue_order", "multicast"):
+    for flag in SIM_FLAGS:
         if getattr(args, flag, None) is not None:
             changes[flag] = getattr(args, flag)
     jitter = getattr(args, "jitter", None)

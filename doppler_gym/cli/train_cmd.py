@@ -120,7 +120,7 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
 
         specs = parse_specs(args.graph_mix, "--graph-mix")  # validates the specs early
         flags = args.reference or any(getattr(args, f, None) is not None
-                                      for f in ("link_model", "streams", "queue_order", "jitter"))
+                                      for f in (*common.SIM_FLAGS, "jitter"))
         config = common.config_from_args(args, specs[0].build(np.random.default_rng(args.seed))) if flags else None
     else:
         graph = common.graph_from_args(args)  # validates the name early, with the CLI's hints
