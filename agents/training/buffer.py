@@ -58,10 +58,10 @@ class StateBuffer:
 
     def _static_index(self, obs: dict[str, np.ndarray]) -> int:
         table = self.static_table
-        if table and all(np.array_equal(table[-1][k], obs[k]) for k in self.static_keys):
-            return len(table) - 1
-        for j, entry in enumerate(table):
-            if all(np.array_equal(entry[k], obs[k]) for k in self.static_keys):
+        # newest first: lockstep envs add states of the graphs they reset to last (entries are distinct,
+        # so the match found is the same in any order)
+        for j in range(len(table) - 1, -1, -1):
+            if all(np.array_equal(table[j][k], obs[k]) for k in self.static_keys):
                 return j
         table.append({k: np.array(obs[k]) for k in self.static_keys})
         self._static_stack = None
