@@ -195,7 +195,7 @@ def alloc_workspace(meta):
 
 # ---------------------------------------------------------------- the event loop
 @njit(cache=True)
-def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws, scale_times=True):
+def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
     """Simulate one assignment of a packed problem.
 
     Args:
@@ -209,9 +209,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             read in place of the route tables (ideal links only).
         assignment: ``(n,) int32`` device of each op, validated to lie in ``[0, D)``.
         times: out ``(2n + 2E,) float64``: op start, op end, edge transfer start (NaN when
-            nothing moves), edge arrival; divided by the time divisor.
+            nothing moves), edge arrival; in internal units (not divided by the time divisor:
+            batches keep makespans only, and :class:`~doppler_gym.sim.trace.Trace` divides lazily).
         ws: workspace from :func:`alloc_workspace`.
-        scale_times: divide ``times`` by the time divisor (batches skip it: they keep makespans only).
 
     Returns:
         The makespan (largest op end), divided by the time divisor.
@@ -576,26 +576,17 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             wave0_next = push_key
 
     if divisor != 1.0:
-        if scale_times:
-            for i in range(times.shape[0]):
-                times[i] /= divisor
         makespan /= divisor
     return makespan
 
 
 @njit(cache=True)
-def run_one(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times):
-    """:func:`run` with a fresh workspace."""
-    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
-
-
-@njit(cache=True)
 def run_packed(meta, ints, floats, assignment, times):
-    """:func:`run_one` with the per-op rows taken from ``floats`` (offsets ``meta[M_PRIO]``,
+    """:func:`run` on a fresh workspace, the per-op rows taken from ``floats`` (offsets ``meta[M_PRIO]``,
     ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments, since Numba's dispatch
     costs about as much per argument as simulating an op. ``times`` stay in internal units
-    (not divided by the time divisor; :class:`~doppler_gym.sim.trace.Trace` divides them when
-    first read); the returned makespan is divided. ``assignment`` (int32 or int64) is checked
+    (:class:`~doppler_gym.sim.trace.Trace` divides them when first read); the returned makespan
+    is divided. ``assignment`` (int32 or int64) is checked
     first: ``-1.0`` is returned, nothing simulated, when a device lies outside ``[0, M_D)`` (or,
     with ``meta[M_EXACT_DEVICES]``, when device ``M_D - 1`` is unused)."""
     n, n_edges = meta[M_N], meta[M_E]
@@ -608,7 +599,7 @@ def run_packed(meta, ints, floats, assignment, times):
     comp_factor = floats[o : o + n]
     o = meta[M_EDGE_FACTOR]
     edge_factor = floats[o : o + n_edges]
-    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta), False)
+    return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
 @njit(cache=True, parallel=True)
@@ -628,5 +619,5 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
             jr = b % comp_factor.shape[0]
             makespans[b] = run(
                 meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
-                assignments[b], times, ws, False,
+                assignments[b], times, ws,
             )
