@@ -149,6 +149,7 @@ def make_demand(
     topology: object,
     chunks: int = 1,
     root: int | str | None = None,
+    group: Iterable[int | str] | None = None,
 ) -> Demand:
     """The commodities of a collective.
 
@@ -161,7 +162,12 @@ def make_demand(
             or node names).
         topology: anything :func:`~doppler_gym.comm.topology.comm_topology` accepts.
         chunks: C >= 1.
-        root: the root GPU (id or name) of broadcast/scatter/gather; default the first GPU.
+        root: the root GPU (id or name) of broadcast/scatter/gather; default the first GPU (of the group).
+        group: the GPUs (ids or names, at least 2, distinct) taking part in a named collective; the
+            default is every GPU. The others neither send nor want data of their own, but a schedule may
+            still relay chunks through them (store-and-forward and copy at every GPU, as always), so
+            ALLGATHER over ``group`` of ``k`` GPUs has ``output_chunks = k * C``. Not for a mapping,
+            which names its GPUs itself.
 
     Raises ``ValueError`` for composite kinds (REDUCE-SCATTER, ALLREDUCE; see :func:`composition`)
     and when some destination cannot be reached from its source.
@@ -170,12 +176,12 @@ def make_demand(
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
         raise ValueError(f"make_demand: chunks must be a positive integer, got {chunks!r}")
     c = int(chunks)
-    gpus = topo.gpus.astype(np.int64)
+    gpus = topo.gpus.astype(np.int64) if group is None else _group(group, topo)
     n = topo.n_nodes
     g = gpus.shape[0]
     if isinstance(kind, Mapping):
-        if root is not None:
-            raise ValueError("make_demand: root applies to broadcast, scatter and gather; a mapping names its sources")
+        if root is not None or group is not None:
+            raise ValueError("make_demand: root and group apply to named collectives; a mapping names its GPUs itself")
         return _multicast(kind, topo, c)
     name = canonical_kind(kind)
     if name in _COMPOSITION:
@@ -188,6 +194,8 @@ def make_demand(
         r = gpus[0] if root is None else topo.node_id(root)
         if topo.is_switch[r]:
             raise ValueError(f"make_demand: root {root!r} is switch {topo.node_names[r]!r}; pick a GPU as root")
+        if r not in gpus:
+            raise ValueError(f"make_demand: root {root!r} is not in the group {gpus.tolist()}; add it or pick a member")
         others = gpus[gpus != r]
     elif root is not None:
         raise ValueError(f"make_demand: root applies to broadcast, scatter and gather, not {name}")
@@ -229,6 +237,21 @@ def make_demand(
     demand = Demand(name=name, chunks=c, source=source, chunk=chunk, wants=wants, output_chunks=out)
     _check_reachable(demand, topo)
     return demand
+
+
+def _group(group: Iterable[int | str], topo: CommTopology) -> np.ndarray:
+    """``(k,) int64`` ascending node ids of ``group`` (k >= 2 distinct GPUs)."""
+    if isinstance(group, (str, int, np.integer)):
+        raise TypeError(f"make_demand: group must be a collection of GPUs (ids or names), got {group!r}")
+    ids = [topo.node_id(x) for x in group]  # type: ignore[arg-type]
+    if len(set(ids)) != len(ids) or len(ids) < 2:
+        raise ValueError(f"make_demand: group {list(group)} must name at least 2 distinct GPUs; a collective "
+                         "of one GPU moves nothing")
+    sw = [x for x in ids if topo.is_switch[x]]
+    if sw:
+        raise ValueError(f"make_demand: group member {topo.node_names[sw[0]]!r} is a switch; switches hold no data, "
+                         "name GPUs")
+    return np.array(sorted(ids), np.int64)
 
 
 def _multicast(spec: Mapping[object, Iterable[object]], topo: CommTopology, c: int) -> Demand:

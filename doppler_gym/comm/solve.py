@@ -132,8 +132,8 @@ def parse_bytes(value: Any) -> float:
 
 def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, chunks: int = 1,
           epoch: str | float = "fast", method: str = "milp", time_limit: float | None = None, seed: int = 0,
-          *, root: int | str | None = None, multiplier: float | str = 1.0, early_delivery: bool = True,
-          objective_budget: float = 0.0, round_epochs: int | None = None,
+          *, root: int | str | None = None, group: Any = None, multiplier: float | str = 1.0,
+          early_delivery: bool = True, objective_budget: float = 0.0, round_epochs: int | None = None,
           round_budget: float = 2.0) -> Schedule | PhasedSchedule:
     """Minimum-epoch schedule of a collective, checked by the validator.
 
@@ -150,6 +150,8 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         time_limit: wall-clock budget for the whole call [s] (default 120).
         seed: solver seed (same seed, same schedule, when no solve hits its limit).
         root: root GPU of broadcast/scatter/gather.
+        group: the GPUs taking part (ids or names, at least 2; default all), see
+            :func:`~doppler_gym.comm.demand.make_demand`; ``buffer_bytes`` is then per member GPU.
         multiplier: epoch multiplier for ``"fast"``/``"slow"``, or ``"auto"`` for the published
             experiments' choice (:func:`~doppler_gym.comm.epochs.default_multiplier`).
         early_delivery: MILP only: left-shift sends to their earliest valid epochs after the search.
@@ -182,7 +184,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         if left <= 0:
             raise RuntimeError(f"solve: time_limit={time_limit} s used up before phase {len(phases) + 1} of "
                                f"{name}; raise time_limit")
-        part_topo, demand = phase_demand(topo, kind, backwards, chunks=chunks, root=root)
+        part_topo, demand = phase_demand(topo, kind, backwards, chunks=chunks, root=root, group=group)
         phases.append(solve_demand(part_topo, demand, buffer, epoch=epoch, method=method,
                                    time_limit=left / (len(parts) - len(phases)), seed=seed,
                                    multiplier=float(multiplier), early_delivery=early_delivery,
@@ -206,11 +208,11 @@ def collective_phases(collective: str | Mapping) -> tuple[str, tuple[tuple[Any, 
 
 
 def phase_demand(topology: CommTopology, kind: Any, backwards: bool, chunks: int = 1,
-                 root: int | str | None = None) -> tuple[CommTopology, Demand]:
+                 root: int | str | None = None, group: Any = None) -> tuple[CommTopology, Demand]:
     """The topology a phase runs on (reversed when ``backwards``) and its demand
-    (:func:`~doppler_gym.comm.demand.make_demand` of ``kind`` with ``chunks`` per GPU and ``root``)."""
+    (:func:`~doppler_gym.comm.demand.make_demand` of ``kind`` with ``chunks`` per GPU, ``root`` and ``group``)."""
     part_topo = reverse_topology(topology) if backwards else topology
-    return part_topo, make_demand(kind, part_topo, chunks=chunks, root=root)
+    return part_topo, make_demand(kind, part_topo, chunks=chunks, root=root, group=group)
 
 
 def phase_timing(topology: CommTopology, demand: Demand, buffer_bytes: float, epoch: str | float = "fast",

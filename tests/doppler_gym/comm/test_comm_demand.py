@@ -16,6 +16,7 @@ from doppler_gym.comm.demand import (
     reverse_topology,
 )
 from doppler_gym.comm.topology import CommTopology, comm_topology
+from doppler_gym.topology.types import Topology
 
 
 def test_allgather_every_gpu_wants_every_other_chunk():
@@ -95,12 +96,37 @@ def test_canonical_kind_spellings():
         ({1: []}, {}, "no destinations"),
         ({1: ["nvswitch"]}, {}, "is a switch"),
         ({}, {}, "mapping is empty"),
-        ({1: [2]}, {"root": 1}, "a mapping names its sources"),
+        ({1: [2]}, {"root": 1}, "a mapping names its GPUs"),
+        ({1: [2]}, {"group": [1, 2]}, "a mapping names its GPUs"),
+        ("allgather", {"group": [3]}, "at least 2 distinct GPUs"),
+        ("allgather", {"group": [3, 3]}, "at least 2 distinct GPUs"),
+        ("allgather", {"group": [3, "nvswitch"]}, "is a switch"),
+        ("broadcast", {"group": [3, 4], "root": 5}, "not in the group"),
     ],
 )
 def test_errors(kind, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_demand(kind, "dgx2-1", **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["allgather", "alltoall", "broadcast", "scatter", "gather"])
+def test_group_restricts_the_participants(kind):
+    """Over a group of k GPUs a collective is the one of a k-GPU topology (the same commodity,
+    delivery and output-chunk counts), and no other GPU sends or wants anything."""
+    rooted = kind in ("broadcast", "scatter", "gather")
+    group = [6, 1, 3]
+    d = make_demand(kind, "dgx1", chunks=2, group=group, root=3 if rooted else None)
+    small = make_demand(kind, comm_topology(Topology.uniform(3)), chunks=2, root=1 if rooted else None)
+    assert (d.n_commodities, d.n_deliveries, d.output_chunks) == (
+        small.n_commodities, small.n_deliveries, small.output_chunks)
+    outside = np.setdiff1d(np.arange(8), group)
+    assert not d.wants[:, outside].any() and not np.isin(d.source, outside).any()
+    if kind == "allgather":
+        assert np.array_equal(np.unique(d.source), [1, 3, 6]) and d.output_chunks == 6
+    if kind == "broadcast":
+        assert np.all(d.source == 3) and np.array_equal(np.flatnonzero(d.wants[0]), [1, 6])
+    by_name = make_demand(kind, "dgx1", chunks=2, group=["gpu1", "gpu3", "gpu6"], root="gpu3" if rooted else None)
+    assert np.array_equal(by_name.wants, d.wants) and np.array_equal(by_name.source, d.source)
 
 
 def test_unreachable_destination_is_reported():

@@ -66,6 +66,19 @@ def test_reduce_scatter_and_allreduce_are_phased():
     assert ar.optimal
 
 
+def test_group_on_a_subset_of_gpus():
+    """ALLGATHER of GPUs 0 and 2 of the DGX-1 (a 25 GB/s NVLink pair): one 0.5 GB chunk each way, one
+    epoch of 0.5 GB / 25 GB/s (the slowest link's chunk time, epoch="slow"); the phases of an
+    ALLREDUCE over the group validate too."""
+    s = solve("dgx1", "allgather", "1GB", epoch="slow", group=[2, 0])
+    assert s.chunk_bytes == pytest.approx(0.5e9) and validate(s).ok
+    assert set(np.unique(s.demand.source).tolist()) == {0, 2}
+    assert s.finish_time == pytest.approx(0.5e9 / 25e9)
+    both = solve("dgx1", "allreduce", "1GB", epoch="slow", group=[0, 2])
+    assert isinstance(both, PhasedSchedule) and all(validate(p).ok for p in both.phases)
+    assert both.finish_time == pytest.approx(2 * s.finish_time)
+
+
 def test_same_seed_same_schedule():
     a = solve("dgx1", "allgather", "1MB", epoch="slow", seed=5)
     b = solve("dgx1", "allgather", "1MB", epoch="slow", seed=5)
