@@ -34,6 +34,19 @@ epoch model's time plus the latency the epoch model dropped (at most ``0.1 tau``
 
 Sends of one multicast share links (the schedule respects link capacity); different multicasts
 are timed in isolation (they do not see each other, like ``link_model="ideal"`` transfers).
+
+**Collectives over a group** (:meth:`MulticastTimer.collective_time`, for the collective ops of
+:mod:`doppler_gym.sim.multicast`): ``(kind, group, root, nbytes)`` -> the time [s] from the start
+of the collective until every member holds its output of ``nbytes``. The schedule is
+:func:`doppler_gym.comm.solve` of ``kind`` over ``group`` (``group=``: the other GPUs may relay),
+cached per ``(kind, sorted group, root, bucket)``; the same replay times each phase at the exact
+size (chunk = buffer / ``output_chunks``, every commodity held at its source at 0), and the time is
+that of the last wanted delivery. REDUCE-SCATTER's phase is the ALLGATHER of the reversed topology
+run backwards in time (:mod:`doppler_gym.comm.demand`); it is timed by replaying that ALLGATHER
+forwards: the replay's time is the longest path through a DAG of sends (a send waits for its chunk
+and for its link's previous send), and reversing every dependency keeps the longest path, which is
+then the reduction's time when each chunk reaches each GPU once (reductions themselves cost
+nothing here: the graph op's own ``flops`` carry them). ALLREDUCE adds its two phases.
 """
 
 from __future__ import annotations
@@ -45,8 +58,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.comm.demand import canonical_kind
 from doppler_gym.comm.schedule import Schedule
-from doppler_gym.comm.solve import METHODS, solve
+from doppler_gym.comm.solve import METHODS, PhasedSchedule, solve
 from doppler_gym.comm.topology import comm_topology
 from doppler_gym.comm.validate import validate
 
@@ -103,7 +117,7 @@ class MulticastTimer:
         ImportError: the solver ``method`` needs is not installed (names the package to install).
 
     Attributes:
-        solves: number of schedules solved so far (cache misses).
+        solves: number of schedules solved so far (cache misses; a collective's phases count once).
     """
 
     def __init__(self, topology: object, epoch: str | float = "fast", method: str = "milp",
@@ -128,6 +142,8 @@ class MulticastTimer:
         self.n_devices = int(topology.n_devices)  # type: ignore[attr-defined]
         self._plans: dict[tuple[int, frozenset, int], MulticastPlan] = {}
         self._delays: dict[tuple[int, frozenset, float], np.ndarray] = {}
+        self._phases: dict[tuple[str, tuple[int, ...], int | None, int], tuple[Schedule, ...]] = {}
+        self._times: dict[tuple[str, tuple[int, ...], int | None, float], float] = {}
         self.solves = 0
 
     # ------------------------------------------------------------------ public
@@ -167,10 +183,39 @@ class MulticastTimer:
             self._plans[key] = plan
         return plan
 
+    def collective_time(self, kind: str, group: Iterable[int], nbytes: float, root: int | None = None) -> float:
+        """Time [s] of a collective among ``group``, from its start until every member holds its output.
+
+        Args:
+            kind: a named collective (:data:`doppler_gym.comm.demand.COLLECTIVES`), any spelling.
+            group: the devices taking part (distinct, any order); one device takes 0 s.
+            nbytes: the output buffer each member holds at the end [B], >= 0 (REDUCE-SCATTER: its
+                shard, so the ALLGATHER buffer its phase is solved for is ``len(group) * nbytes``).
+            root: the source device of broadcast/scatter/gather (a member); None otherwise.
+
+        The schedule is cached per ``(kind, sorted group, root, size bucket)`` and replayed at
+        ``nbytes`` (module docstring).
+        """
+        name = canonical_kind(kind)
+        members = self._check_group(group, name, root)
+        size_bucket(nbytes)  # checks nbytes
+        if len(members) == 1:
+            return 0.0
+        buffer = float(nbytes) * (len(members) if name == "reduce-scatter" else 1)
+        key = (name, members, root, buffer)
+        t = self._times.get(key)
+        if t is None:
+            phases = self._collective_phases(name, members, root, size_bucket(buffer))
+            t = float(sum(self._replay_held(p, buffer)[p.demand.wants].max() for p in phases))
+            if len(self._times) >= MAX_DELAY_ENTRIES:
+                self._times.clear()
+            self._times[key] = t
+        return t
+
     @property
     def cache_size(self) -> int:
-        """Number of cached schedules."""
-        return len(self._plans)
+        """Number of cached schedules (multicasts and collectives)."""
+        return len(self._plans) + len(self._phases)
 
     # ------------------------------------------------------------------ internals
     def _check(self, src_device: object, dst_devices: Iterable[int]) -> tuple[int, list[int]]:
@@ -184,6 +229,31 @@ class MulticastTimer:
             raise ValueError(f"MulticastTimer: destinations {dsts} must be distinct devices in 0..{d - 1}, "
                              f"none equal to the source {int(src_device)}")
         return int(src_device), dsts
+
+    def _check_group(self, group: Iterable[int], name: str, root: int | None) -> tuple[int, ...]:
+        d = self.n_devices
+        members = [int(x) for x in np.asarray(list(group)).reshape(-1)] if group is not None else []
+        if not members or len(set(members)) != len(members) or any(not 0 <= x < d for x in members):
+            raise ValueError(f"MulticastTimer: collective group {members} must be distinct devices in 0..{d - 1}, "
+                             "at least one")
+        rooted = name in ("broadcast", "scatter", "gather")
+        if rooted != (root is not None) or (rooted and int(root) not in members):  # type: ignore[arg-type]
+            raise ValueError(f"MulticastTimer: {name} " + (f"needs a root among the group {sorted(members)}, got "
+                             f"{root!r}" if rooted else f"takes no root, got {root!r}"))
+        return tuple(sorted(members))
+
+    def _collective_phases(self, name: str, members: tuple[int, ...], root: int | None,
+                           bucket: int) -> tuple[Schedule, ...]:
+        """The cached (or newly solved) phase schedules of ``name`` over ``members`` at ``bucket`` [B]."""
+        key = (name, members, root, bucket)
+        phases = self._phases.get(key)
+        if phases is None:
+            result = solve(self.comm, name, float(bucket), chunks=self.chunks, epoch=self.epoch, method=self.method,
+                           time_limit=self.time_limit, root=root, group=list(members))
+            self.solves += 1
+            phases = result.phases if isinstance(result, PhasedSchedule) else (result,)
+            self._phases[key] = phases
+        return phases
 
     def _solve(self, src: int, dsts: np.ndarray, bucket: int) -> MulticastPlan:
         schedule = solve(self.comm, {src: [int(x) for x in dsts]}, float(bucket), chunks=self.chunks,
@@ -202,12 +272,21 @@ class MulticastTimer:
 
     def _replay(self, plan: MulticastPlan, nbytes: float) -> np.ndarray:
         """``(k,)`` [s] the replay of ``plan``'s sends at ``nbytes`` (module docstring)."""
-        sched, topo = plan.schedule, self.comm
-        chunk = nbytes / sched.demand.n_commodities  # one source: n_commodities == chunks
+        out = self._replay_held(plan.schedule, nbytes)[:, plan.dsts].max(axis=0)
+        if not np.all(np.isfinite(out)):  # the validator guarantees delivery: a bug if this fails
+            raise RuntimeError(f"MulticastTimer: replay of the multicast from {plan.src} lost a destination")
+        return out
+
+    @staticmethod
+    def _replay_held(sched: Schedule, nbytes: float) -> np.ndarray:
+        """``(n_commodities, n_nodes) float64`` [s]: when each node first holds each commodity when
+        ``sched``'s sends are replayed at an output buffer of ``nbytes`` [B] (inf: never)."""
+        topo, demand = sched.topology, sched.demand
+        chunk = nbytes / demand.output_chunks
         sends = sched.sends.astype(np.int64)
         order = np.lexsort((sends[:, 1], sends[:, 0], sends[:, 2]))  # by epoch, commodity, link
-        held = np.full((sched.demand.n_commodities, topo.n_nodes), np.inf)
-        held[:, plan.src] = 0.0
+        held = np.full((demand.n_commodities, topo.n_nodes), np.inf)
+        held[np.arange(demand.n_commodities), demand.source] = 0.0
         link_free = np.zeros(topo.n_links)
         for x, ln, _k in sends[order]:
             i, j = topo.src[ln], topo.dst[ln]
@@ -215,7 +294,4 @@ class MulticastTimer:
             busy = chunk / topo.capacity[ln]
             link_free[ln] = start + busy
             held[x, j] = min(held[x, j], start + busy + topo.alpha[ln])
-        out = held[:, plan.dsts].max(axis=0)
-        if not np.all(np.isfinite(out)):  # the validator guarantees delivery: a bug if this fails
-            raise RuntimeError(f"MulticastTimer: replay of the multicast from {plan.src} lost a destination")
-        return out
+        return held

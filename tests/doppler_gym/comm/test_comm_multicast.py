@@ -4,6 +4,8 @@ Hand-checked on a 4-GPU ring (producer 0, destinations 1, 2, 3): the schedule is
 chunk labels, so the replayed delays are known in closed form; a one-destination multicast on the
 DGX-1 preset is the point-to-point time of some route (never below the simulator's route time);
 the cache solves once per (source, destination set, size bucket); bad inputs raise clear errors.
+``collective_time`` (collectives over a group of devices): closed forms for two ring neighbours,
+the cache per (kind, group, root, size bucket), errors.
 """
 
 from __future__ import annotations
@@ -136,3 +138,52 @@ def test_errors(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ortools" else real(name, *a))
     with pytest.raises(ImportError, match=r"needs ortools.*pip install"):
         MulticastTimer(ring)
+
+
+def test_collective_time_of_two_neighbours_by_hand():
+    """Devices 0 and 1 of the ring share one link each way. ALLGATHER: each sends its half at once,
+    ``LAT + (N/2)/BW``; REDUCE-SCATTER with an ``N/2`` shard is the same (the reversed ALLGATHER of
+    ``N``); ALLREDUCE of ``N`` is both; ALLTOALL sends one half each way; BROADCAST sends all of N."""
+    timer = MulticastTimer(_ring4())
+    half = LAT + N / 2 / BW
+    assert timer.collective_time("allgather", [1, 0], N) == pytest.approx(half, rel=1e-12)
+    assert timer.collective_time("reduce-scatter", [0, 1], N / 2) == pytest.approx(half, rel=1e-12)
+    assert timer.collective_time("allreduce", [0, 1], N) == pytest.approx(2 * half, rel=1e-12)
+    assert timer.collective_time("alltoall", [0, 1], N) == pytest.approx(half, rel=1e-12)
+    assert timer.collective_time("broadcast", [0, 1], N, root=1) == pytest.approx(LAT + N / BW, rel=1e-12)
+    assert timer.collective_time("allreduce", [2], N) == 0.0  # a group of one moves nothing
+    # three devices in a row (0 - 1 - 2 of the ring): a third of N from each end crosses two hops at
+    # least, so no faster than 2 (LAT + (N/3)/BW); and no slower than gathering it all on the middle
+    t3 = timer.collective_time("allgather", [0, 1, 2], N)
+    assert 2 * (LAT + N / 3 / BW) * (1 - 1e-12) <= t3 <= 4 * (LAT + N / 3 / BW)
+
+
+def test_collective_cache(monkeypatch):
+    timer = MulticastTimer(_ring4())
+    first = timer.collective_time("allreduce", [0, 1, 2], 1000)
+    assert timer.solves == 1 and timer.cache_size == 1
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("solved again: the cache missed")
+
+    monkeypatch.setattr(mc, "solve", no_solve)
+    assert timer.collective_time("All-Reduce", (2, 0, 1), 1000) == first  # any spelling, any order
+    assert timer.collective_time("allreduce", [0, 1, 2], 1020) > first  # same bucket: replayed at the size
+    assert timer.solves == 1
+    monkeypatch.undo()
+    timer.collective_time("allreduce", [0, 1, 2], 1025)  # next bucket
+    timer.collective_time("allgather", [0, 1, 2], 1000)  # another kind
+    timer.collective_time("broadcast", [0, 1, 2], 1000, root=2)  # rooted: keyed by its root
+    timer.collective_time("broadcast", [0, 1, 2], 1000, root=0)
+    assert timer.solves == 5 and timer.cache_size == 5
+
+
+def test_collective_errors():
+    timer = MulticastTimer(_ring4())
+    for args, kwargs, match in ((("allgather", [], 8), {}, "at least one"), (("allgather", [0, 0], 8), {}, "distinct"),
+                                (("allgather", [0, 4], 8), {}, "0..3"), (("broadcast", [0, 1], 8), {}, "needs a root"),
+                                (("broadcast", [0, 1], 8), {"root": 2}, "needs a root among"),
+                                (("allgather", [0, 1], 8), {"root": 0}, "takes no root"),
+                                (("allgather", [0, 1], -1), {}, "bytes >= 0"), (("reduce", [0, 1], 8), {}, "unknown")):
+        with pytest.raises(ValueError, match=match):
+            timer.collective_time(*args, **kwargs)
