@@ -49,6 +49,14 @@ def check_ints(family: str, minimum: int = 1, **values: object) -> list[int]:
     return [int(v) for v in values.values()]
 
 
+def reduction_kind(family: str, collectives: object) -> str:
+    """Kind of the ops that add partial results: ``"allreduce"`` (a collective op, see
+    :mod:`doppler_gym.graph.collective`) when ``collectives`` is True, else ``"formation"``."""
+    if not isinstance(collectives, (bool, np.bool_)):
+        raise TypeError(f"{family}: collectives must be True or False, got {collectives!r}")
+    return "allreduce" if collectives else "formation"
+
+
 def block_size(family: str, name: str, size: int, blocks: int) -> int:
     """``size // blocks``, or ValueError when ``blocks`` does not divide ``size``."""
     if size % blocks:
@@ -107,9 +115,9 @@ class GraphBuilder:
         self._edges.extend((s, op_id) for s in dict.fromkeys(s for s in sources if s != -1))
         return op_id
 
-    def sum(self, name: str, parts: list[int]) -> int:
-        """A ``formation`` op adding partial-product tiles; a single part is returned as is."""
-        return parts[0] if len(parts) == 1 else self.op(name, "formation", "add", list(parts))
+    def sum(self, name: str, parts: list[int], kind: str = "formation") -> int:
+        """An op of ``kind`` adding partial-product tiles; a single part is returned as is."""
+        return parts[0] if len(parts) == 1 else self.op(name, kind, "add", list(parts))
 
     def output(self, tensor: str, shape: tuple[int, ...], op: int, index: Index) -> None:
         """Record that op ``op`` computes ``tensor[index]`` of the final output ``tensor``."""
@@ -139,10 +147,12 @@ def matmul_grid(
     right: Callable[[int, int], Operand],
     grid: tuple[int, int, int],
     equation: str,
+    sum_kind: str = "formation",
 ) -> list[list[int]]:
     """Block matmul: op ``name[i,j,k]`` multiplies ``left(i, k)`` by ``right(k, j)`` for every tile
-    of the ``(rows, cols, inner) = grid`` block grid; ``name.sum[i,j]`` adds the ``inner`` partial
-    products of output tile ``(i, j)``. Returns the ``rows x cols`` grid of output-tile op ids."""
+    of the ``(rows, cols, inner) = grid`` block grid; ``name.sum[i,j]`` (kind ``sum_kind``) adds the
+    ``inner`` partial products of output tile ``(i, j)``. Returns the ``rows x cols`` grid of
+    output-tile op ids."""
     rows, cols, inner = grid
     out = []
     for i in range(rows):
@@ -152,7 +162,7 @@ def matmul_grid(
                 b.op(f"{name}[{i},{j},{k}]", "einsum", "einsum", [left(i, k), right(k, j)], equation)
                 for k in range(inner)
             ]
-            row.append(b.sum(f"{name}.sum[{i},{j}]", parts))
+            row.append(b.sum(f"{name}.sum[{i},{j}]", parts, sum_kind))
         out.append(row)
     return out
 

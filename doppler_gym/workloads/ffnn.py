@@ -3,11 +3,23 @@
 Layer ``l`` (1-based) is a ``blocks x blocks x blocks`` block matmul (ops ``mm<l>[i,j,k]``, partial
 sums ``mm<l>.sum[i,j]``) followed, per output tile, by ``bias<l>[i,j]`` (add the bias slice) and
 ``relu<l>[i,j]``. Ops: ``layers * (blocks**3 + 3 * blocks**2)``; 160 at the defaults.
+
+``collectives=True`` gives the partial sums ``mm<l>.sum[i,j]`` the collective kind ``"allreduce"``
+instead of ``"formation"`` (the sum over the ``blocks`` contraction tiles is the all-reduce of a
+k-split matmul; see :mod:`doppler_gym.workloads.llama` for what that charges); nothing else changes.
 """
 
 from __future__ import annotations
 
-from doppler_gym.workloads.builder import Ext, GraphBuilder, block_size, check_ints, matmul_grid, tile
+from doppler_gym.workloads.builder import (
+    Ext,
+    GraphBuilder,
+    block_size,
+    check_ints,
+    matmul_grid,
+    reduction_kind,
+    tile,
+)
 from doppler_gym.workloads.workload import Workload
 
 
@@ -18,6 +30,7 @@ def build(
     layers: int = 8,
     blocks: int = 2,
     dtype: str = "float32",
+    collectives: bool = False,
 ) -> Workload:
     """Build the FFNN workload.
 
@@ -28,6 +41,7 @@ def build(
         layers: number of linear + bias + relu layers (``W1: (d_in, hidden)``, then ``(hidden, hidden)``).
         blocks: blocks per matrix dimension.
         dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
+        collectives: label the partial sums ``"allreduce"`` (collective ops) instead of ``"formation"``.
 
     Returns:
         Inputs ``X``, ``W<l>``, ``b<l>``; output ``Y`` = ``H_layers``.
@@ -35,6 +49,7 @@ def build(
     batch, d_in, hidden, layers, blocks = check_ints(
         "ffnn", batch=batch, d_in=d_in, hidden=hidden, layers=layers, blocks=blocks
     )
+    sum_kind = reduction_kind("ffnn", collectives)
     tb = block_size("ffnn", "batch", batch, blocks)
     th = block_size("ffnn", "hidden", hidden, blocks)
     b = GraphBuilder("ffnn", dtype)
@@ -52,7 +67,7 @@ def build(
         def right(c: int, j: int, layer: int = layer, tk: int = tk) -> Ext:
             return Ext(f"W{layer}", (tile(c, tk), tile(j, th)))
 
-        sums = matmul_grid(b, f"mm{layer}", left, right, (blocks, blocks, blocks), "ij,jk->ik")
+        sums = matmul_grid(b, f"mm{layer}", left, right, (blocks, blocks, blocks), "ij,jk->ik", sum_kind)
         grid = [[_bias_relu(b, layer, i, j, sums[i][j], th) for j in range(blocks)] for i in range(blocks)]
     for i in range(blocks):
         for j in range(blocks):

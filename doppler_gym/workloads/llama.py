@@ -17,6 +17,17 @@ The layer continues per row block with ``norm2[r]``, per hidden block ``j``: ``g
 ``resid2[r]``. Attention is not causally masked.
 
 Ops: block ``12 B^2 + 3 B`` (156 at the defaults, ``B = blocks``); layer adds ``5 B^2 + 3 B`` (232).
+
+``collectives=True`` gives the two reductions of partial outputs, ``proj.sum[r]`` (the head groups'
+partial ``attn @ Wo[h]``) and ``down.sum[r]`` (the hidden blocks' partial ``@ Wd[j]``), the collective
+kind ``"allreduce"`` instead of ``"formation"``: in tensor-parallel (Megatron-style) attention and MLP
+these sums are the all-reduce of the ``(tb, seq, d_model)`` partials, and each op's ``out_bytes``
+is that reduced tensor, what every member holds after an allreduce. Everything else is unchanged
+(ops, edges, FLOPs, bytes, specs: a real backend still runs the ``add``); only
+``SimConfig(multicast="teccl")`` times these ops differently (:mod:`doppler_gym.sim.multicast`: a
+TE-CCL allreduce over the devices of the partials, the sum and its consumer, the residual). The
+graph's sum has that one consumer, so this charges the TP pattern (every member ends with the sum),
+more than a reduce to the residual's device alone would need.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from doppler_gym.workloads.builder import Ext, GraphBuilder, block_size, check_ints, tile
+from doppler_gym.workloads.builder import Ext, GraphBuilder, block_size, check_ints, reduction_kind, tile
 from doppler_gym.workloads.workload import Workload
 
 ROPE_THETA = 10000.0
@@ -45,6 +56,7 @@ class _Tiling:
     tb: int  # sequences per row block
     tn: int  # heads per head group
     blocks: int
+    sum_kind: str  # kind of the ops adding partial outputs ("formation" or "allreduce")
 
 
 def build_block(
@@ -54,6 +66,7 @@ def build_block(
     n_heads: int = 32,
     blocks: int = 4,
     dtype: str = "float32",
+    collectives: bool = False,
 ) -> Workload:
     """Build LLAMA-BLOCK (attention with RMSNorm, rotary and residual).
 
@@ -64,12 +77,13 @@ def build_block(
         n_heads: attention heads [count]; divisible by ``blocks``.
         blocks: row blocks of the batch and head groups.
         dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
+        collectives: label ``proj.sum[r]`` ``"allreduce"`` (a collective op) instead of ``"formation"``.
 
     Returns:
         Inputs ``x, norm1, Wq, Wk, Wv, Wo`` (random) and ``rope_cos, rope_sin, scale`` (constants);
         output ``y`` = ``x + attention(rmsnorm(x))``, ``(batch, seq, d_model)``.
     """
-    b, dims = _start("llama-block", batch, seq, d_model, n_heads, blocks, dtype)
+    b, dims = _start("llama-block", batch, seq, d_model, n_heads, blocks, dtype, collectives)
     for r in range(blocks):
         b.output("y", (batch, seq, d_model), _attention(b, dims, r), (tile(r, dims.tb),))
     return b.build()
@@ -83,18 +97,20 @@ def build_layer(
     ffn_hidden: int = 11008,
     blocks: int = 4,
     dtype: str = "float32",
+    collectives: bool = False,
 ) -> Workload:
     """Build LLAMA-LAYER: :func:`build_block` followed by RMSNorm, SwiGLU MLP and residual.
 
     Args:
         batch, seq, d_model, n_heads, blocks, dtype: as in :func:`build_block`.
         ffn_hidden: MLP hidden width [elements]; divisible by ``blocks``.
+        collectives: label ``proj.sum[r]`` and ``down.sum[r]`` ``"allreduce"`` instead of ``"formation"``.
 
     Returns:
         The block's inputs plus ``norm2, Wg, Wu, Wd``; output ``y`` = ``h + mlp(rmsnorm(h))`` with
         ``h`` the block's output.
     """
-    b, dims = _start("llama-layer", batch, seq, d_model, n_heads, blocks, dtype)
+    b, dims = _start("llama-layer", batch, seq, d_model, n_heads, blocks, dtype, collectives)
     (ffn_hidden,) = check_ints("llama-layer", ffn_hidden=ffn_hidden)
     tf = block_size("llama-layer", "ffn_hidden", ffn_hidden, blocks)
     b.input("norm2", (d_model,))
@@ -112,13 +128,13 @@ def build_layer(
             act = b.op(f"swiglu[{r},{j}]", "swiglu", "swiglu", [gate, up])
             down = [act, Ext("Wd", (tile(j, tf),))]
             parts.append(b.op(f"down[{r},{j}]", "einsum", "einsum", down, _DOWN))
-        out = b.op(f"resid2[{r}]", "residual", "add", [b.sum(f"down.sum[{r}]", parts), h])
+        out = b.op(f"resid2[{r}]", "residual", "add", [b.sum(f"down.sum[{r}]", parts, dims.sum_kind), h])
         b.output("y", (batch, seq, d_model), out, (tile(r, dims.tb),))
     return b.build()
 
 
 def _start(
-    family: str, batch: int, seq: int, d_model: int, n_heads: int, blocks: int, dtype: str
+    family: str, batch: int, seq: int, d_model: int, n_heads: int, blocks: int, dtype: str, collectives: object
 ) -> tuple[GraphBuilder, _Tiling]:
     """Check the attention parameters and declare the attention inputs; returns the builder and
     the tiling."""
@@ -135,6 +151,7 @@ def _start(
         tb=block_size(family, "batch", batch, blocks),
         tn=block_size(family, "n_heads", n_heads, blocks),
         blocks=blocks,
+        sum_kind=reduction_kind(family, collectives),
     )
     b = GraphBuilder(family, dtype)
     b.input("x", (batch, seq, d_model))
@@ -168,4 +185,4 @@ def _attention(b: GraphBuilder, dims: _Tiling, r: int) -> int:
         p = b.op(f"probs[{r},{h}]", "softmax", "softmax", [s])
         a = b.op(f"attn[{r},{h}]", "einsum", "einsum", [p, v], _AV)
         parts.append(b.op(f"proj[{r},{h}]", "einsum", "einsum", [a, Ext("Wo", (heads,))], _OUT))
-    return b.op(f"resid1[{r}]", "residual", "add", [b.sum(f"proj.sum[{r}]", parts), Ext("x", rows)])
+    return b.op(f"resid1[{r}]", "residual", "add", [b.sum(f"proj.sum[{r}]", parts, dims.sum_kind), Ext("x", rows)])
