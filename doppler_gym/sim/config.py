@@ -46,11 +46,19 @@ class SimConfig:
             TE-CCL multicast (:class:`doppler_gym.comm.multicast.MulticastTimer`: copy at GPUs,
             chunks pipelined, the schedule's sends replayed with the topology's link figures), and
             each consuming edge takes that multicast's delay for its device (times the edge's
-            jitter factor). Needs ``cost_model="topology"`` and ``link_model="ideal"``:
+            jitter factor). A collective op (kind in ``dg.COLLECTIVE_KINDS``; ``out_bytes`` the
+            output buffer each participant holds [B]) is timed as that collective over its group
+            G (the devices of the op, its producers and its consumers): its in-edges take 0 s (a
+            barrier: it starts after its last producer), it computes as usual, and every consumer,
+            one on its own device too, gets the output the collective's TE-CCL time T [s] after the
+            op ends (``|G| == 1``: T = 0; :mod:`doppler_gym.sim.multicast` has the kinds). Under
+            ``"p2p"`` a collective op is an ordinary op. Needs ``cost_model="topology"`` and
+            ``link_model="ideal"``:
             multicasts are timed in isolation (they do not queue behind other transfers), and
             the paper's raw-cost files have no topology. Needs OR-Tools (``pip install
             doppler-gym[solvers]``); schedules are cached per topology, source device,
-            destination set and size bucket, so the first runs are slower.
+            destination set and size bucket (collectives: kind, group, root, size bucket), so
+            the first runs are slower.
         multicast_chunks: TE-CCL chunks per output (C >= 1; more pipelines better, solves slower).
         multicast_epoch: TE-CCL epoch rule, ``"fast"``, ``"slow"`` or an epoch length [s].
         multicast_time_limit: CP-SAT budget per multicast schedule [s]; a solve that hits it

@@ -60,7 +60,7 @@ M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX
 M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
 M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
 M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (topology=None)
-M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time itself (multicast="teccl", ideal links)
+M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time, same-device ones too (teccl)
 META_LEN = 27
 
 
@@ -205,8 +205,9 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode).
         comp_factor: ``(n,) float64`` multipliers of compute times (jitter; ones without).
         edge_factor: ``(E,) float64`` multipliers of transfer times; with ``meta[M_EDGE_TIMES]``
-            the cross-device transfer time of each edge itself (internal units, jitter included),
-            read in place of the route tables (ideal links only).
+            the transfer time of each edge itself (internal units, jitter included), read in place
+            of the route tables (ideal links only); in that mode a same-device edge with a positive
+            time waits for it too (a collective op's output, :mod:`doppler_gym.sim.multicast`).
         assignment: ``(n,) int32`` device of each op, validated to lie in ``[0, D)``.
         times: out ``(2n + 2E,) float64``: op start, op end, edge transfer start (NaN when
             nothing moves), edge arrival; in internal units (not divided by the time divisor:
@@ -438,7 +439,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     e = succ_edge[U(k)]
                     c = edge_dst[U(e)]
                     b = assignment[U(c)]
-                    if a == b:
+                    if a == b and not (given_times and edge_factor[U(e)] > 0.0):
                         t = now
                     else:
                         p = a * n_dev + b
@@ -502,7 +503,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 e = succ_edge[U(k)]
                 c = edge_dst[U(e)]
                 b = assignment[U(c)]
-                if a == b:
+                if a == b and not (given_times and edge_factor[U(e)] > 0.0):
                     continue
                 p = a * n_dev + b
                 if given_times:

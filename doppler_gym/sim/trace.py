@@ -20,7 +20,8 @@ class Trace:
         end: ``(n_ops,) float64`` end time of each op.
         assignment: ``(n_ops,) int32`` device of each op.
         edge_start: ``(n_edges,) float64`` when each edge's transfer began moving (NaN when
-            producer and consumer share a device: nothing moves).
+            producer and consumer share a device: nothing moves; except the output of a collective
+            op under ``multicast="teccl"``, which reaches even its own device after the collective).
         edge_end: ``(n_edges,) float64`` when each edge's data reached its consumer.
         n_devices: number of devices of the topology.
         time_unit: ``"s"``, ``"paper"`` (raw cost / 1e10) or ``"cost"``.
@@ -82,7 +83,7 @@ class Trace:
 
     @property
     def transfers(self) -> np.ndarray:
-        """``(k,) int64`` ids of the edges whose data crossed devices."""
+        """``(k,) int64`` ids of the edges whose data moved (crossed devices, or left a collective op)."""
         return np.flatnonzero(~np.isnan(self.edge_start))
 
     @property
