@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_multicast.py                      # llama-layer on v100x8-dgx1, C = 1 and 2
     python benchmarks/bench_multicast.py --graph ffnn --chunks 1 2 4
+    python benchmarks/bench_multicast.py --collectives --placements "round robin" "critical path"
 
 For a few placements (single device, round robin, critical path, HEFT, two random ones) the table
 lists the makespan with ``SimConfig()`` (``multicast="p2p"``) and with
@@ -11,6 +12,9 @@ lists the makespan with ``SimConfig()`` (``multicast="p2p"``) and with
 more than one other device (where the two models differ most), and per C the schedules solved and
 the wall time of the first (cold: solves) and second (warm: cached) pass over the placements;
 then per-destination delays of one 64 MiB output sent from device 0 to a few device sets.
+``--collectives`` builds the graph with ``collectives=True`` (its partial-output sums become
+``"allreduce"`` ops, timed as TE-CCL allreduces over their device groups under ``"teccl"``); the
+cost line then also counts the collective schedules. ``--placements`` keeps some placements only.
 Wall times depend on the machine and its load.
 """
 
@@ -41,8 +45,10 @@ def main() -> None:
     p.add_argument("--topology", default="v100x8-dgx1")
     p.add_argument("--chunks", type=int, nargs="+", default=[1, 2])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--collectives", action="store_true", help="build the graph with collectives=True")
+    p.add_argument("--placements", nargs="+", default=None, help="placement names to keep (default: all)")
     args = p.parse_args()
-    g = dg.workloads.make(args.graph)
+    g = dg.workloads.make(args.graph, **({"collectives": True} if args.collectives else {}))
     topo = dg.Topology.preset(args.topology)
     rng = np.random.default_rng(args.seed)
     placements = {
@@ -53,7 +59,10 @@ def main() -> None:
         "random 1": rng.integers(0, topo.n_devices, g.n_ops).astype(np.int32),
         "random 2": rng.integers(0, topo.n_devices, g.n_ops).astype(np.int32),
     }
-    print(f"{args.graph} ({g.n_ops} ops, {g.n_edges} edges) on {args.topology}; makespans [ms]")
+    if args.placements:
+        placements = {name: placements[name] for name in args.placements}
+    print(f"{args.graph} ({g.n_ops} ops, {g.n_edges} edges, {dg.collective_ops(g).size} collective ops) on "
+          f"{args.topology}; makespans [ms]")
     header = f"{'placement':<14} {'fan-outs':>8} {'p2p':>9}" + "".join(f" {'teccl C=' + str(c):>10}" for c in args.chunks)
     rows = {name: [f"{name:<14} {_fanouts(g, a):>8d} {dg.simulate(g, a, topology=topo).makespan * 1e3:9.3f}"]
             for name, a in placements.items()}
@@ -74,13 +83,44 @@ def main() -> None:
         for name, ms in spans.items():
             rows[name].append(f" {ms * 1e3:10.3f}")
         costs.append(f"C={c}: {timer.solves - solves0} schedules solved, {timer.cache_size} cached; "
-                     f"{len(placements)} placements cold {cold:.2f} s, warm {warm * 1e3:.1f} ms")
+                     f"{len(placements)} placements cold {cold:.2f} s, warm {warm * 1e3:.1f} ms "
+                     f"({warm * 1e3 / len(placements):.2f} ms per placement)")
     print(header)
     for parts in rows.values():
         print("".join(parts))
     for line in costs:
         print(line)
+    if args.collectives:
+        _collective_cost(g, topo, placements, args.chunks)
     _fan_out_delays(topo, args.chunks)
+
+
+def _collective_cost(graph: dg.DataflowGraph, topo: dg.Topology, placements: dict[str, np.ndarray],
+                     chunks: list[int]) -> None:
+    """The collective ops' share of the cost, on a fresh timer: distinct (kind, group, size) keys
+    of the placements, schedules solved and wall time of a cold and a warm pass over them."""
+    from doppler_gym.comm.multicast import MulticastTimer
+
+    ops = dg.collective_ops(graph).tolist()
+    groups = {(graph.kinds[c], tuple(np.unique(a[np.concatenate(([c], graph.predecessors(c), graph.successors(c)))])
+                                     .tolist()), float(graph.out_bytes[c])) for a in placements.values() for c in ops}
+    print(f"\n{len(ops)} collective ops, {len(groups)} distinct (kind, group, size) over the placements; "
+          "times [ms] of each group size:")
+    for c in chunks:
+        timer = MulticastTimer(topo, chunks=c)
+        t0 = time.perf_counter()
+        times = {key: timer.collective_time(key[0], key[1], key[2]) for key in groups}
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for key in groups:
+            timer.collective_time(key[0], key[1], key[2])
+        warm = time.perf_counter() - t0
+        by_size: dict[int, list[float]] = {}
+        for (_, group, _), t in times.items():
+            by_size.setdefault(len(group), []).append(t * 1e3)
+        spread = ", ".join(f"|G|={k}: {min(v):.3f}-{max(v):.3f}" for k, v in sorted(by_size.items()))
+        print(f"  C={c}: {timer.solves} solved, cold {cold:.2f} s, warm {warm * 1e6 / max(len(groups), 1):.1f} us "
+              f"per lookup; {spread}")
 
 
 def _fan_out_delays(topo: dg.Topology, chunks: list[int], nbytes: float = 64 * 2**20) -> None:
