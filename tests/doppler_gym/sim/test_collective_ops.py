@@ -11,6 +11,7 @@ device; ``simulate_batch`` equals single calls; the schedule cache is reused; wo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import gymnasium as gym
@@ -22,7 +23,8 @@ from doppler_gym.comm import multicast as mc
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.multicast import edge_times, timer_for
 
-pytest.importorskip("ortools")
+needs_ortools = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
+                                   reason="multicast='teccl' needs OR-Tools (pip install doppler-gym[solvers])")
 
 BW, LAT, SPEED = 1e10, 1e-6, 1e13  # [B/s], [s], [FLOP/s]
 N = 2**26  # [B] a power of two: its own size bucket
@@ -54,6 +56,7 @@ def test_p2p_ignores_collective_kinds():
     assert dg.simulate(_tp("allreduce"), a, config=ref).makespan == dg.simulate(_tp(kinds=False), a, config=ref).makespan
 
 
+@needs_ortools
 def test_allgather_by_hand():
     """Ops 0 and 2 and both consumers on device 0, op 1 on its ring neighbour 1: G = {0, 1}. The
     collective starts when op 1 (the slower contribution) ends, 2F / SPEED, its in-edge from device
@@ -74,6 +77,7 @@ def test_allgather_by_hand():
     assert p2p.start[3] == p2p.end[2]
 
 
+@needs_ortools
 @pytest.mark.parametrize("kind", ["reduce-scatter", "allreduce", "alltoall"])
 def test_kinds_over_three_devices(kind):
     """Consumers on devices 0 and 3 of a collective on 2 with a producer on 1: G = {0, 1, 2, 3}, and
@@ -86,6 +90,7 @@ def test_kinds_over_three_devices(kind):
     assert tr.start[2] == pytest.approx(tr.end[1], rel=1e-12)  # the in-edges from device 1 are free
 
 
+@needs_ortools
 def test_group_of_one_costs_nothing():
     g, a = _tp("allreduce"), np.zeros(5, np.int32)
     tr = dg.simulate(g, a, topology=RING, config=TECCL)
@@ -93,6 +98,7 @@ def test_group_of_one_costs_nothing():
     assert np.isnan(tr.edge_start).all()  # nothing moved
 
 
+@needs_ortools
 def test_broadcast_root_is_its_producer():
     g = DataflowGraph(src=np.array([0, 1, 1]), dst=np.array([1, 2, 3]), flops=np.array([F, 0.0, F, F]),
                       out_bytes=np.array([N, N, 0.0, 0.0]), kinds=("einsum", "broadcast", "relu", "relu"), name="bc")
@@ -108,6 +114,7 @@ def test_broadcast_root_is_its_producer():
     dg.simulate(bad, np.array([0, 1, 2, 3]), topology=RING)  # p2p: an ordinary op
 
 
+@needs_ortools
 def test_ordinary_multicast_skips_the_collective():
     """Op 0 feeds the collective (op 2, device 2) and op 3 (device 3): its multicast goes to device 3
     only; op 1's edge into the collective is free."""
@@ -133,6 +140,7 @@ def _random_collective_dag(n: int, seed: int) -> DataflowGraph:
                          out_bytes=rng.uniform(1e5, 5e7, n), kinds=kinds, name=f"cdag{seed}")
 
 
+@needs_ortools
 def test_batch_equals_single_and_cache_is_reused(monkeypatch):
     g = _random_collective_dag(12, seed=4)
     rng = np.random.default_rng(5)
@@ -168,6 +176,7 @@ def test_workloads_with_collectives():
         dg.workloads.make("llama-block", collectives="yes")
 
 
+@needs_ortools
 def test_env_and_cli(capsys, tmp_path):
     from doppler_gym.cli.main import main
 
