@@ -11,14 +11,18 @@ import torch
 
 from doppler_gym.envs.observation import STATIC_KEYS
 
+STATIC_TABLE_MIN = 16  # static-table entries before unreferenced ones are dropped
+
 
 class StateBuffer:
     """Ring buffer of imitation states: observation, valid mask, teacher mask, return.
 
     Static observation arrays (``op_features``, ``edge_index``, ...: one copy per graph) are kept
     once in a table and referenced by index; the dynamic ones are copied per state (int64 arrays
-    stored as int32). Shapes: ``dyn[k]`` ``(capacity, *shape)``; ``mask``/``teacher``
-    ``(capacity, n_actions) int8``; ``returns`` ``(capacity,) float32``.
+    stored as int32). Graphs whose states have all been overwritten leave the table when it
+    outgrows ``2 x`` the graphs still referenced (a graph mix brings a new graph every episode).
+    Shapes: ``dyn[k]`` ``(capacity, *shape)``; ``mask``/``teacher`` ``(capacity, n_actions) int8``;
+    ``returns`` ``(capacity,) float32``.
     """
 
     def __init__(self, capacity: int, observation_space: gym.spaces.Dict) -> None:
@@ -63,9 +67,23 @@ class StateBuffer:
         for j in range(len(table) - 1, -1, -1):
             if all(np.array_equal(table[j][k], obs[k]) for k in self.static_keys):
                 return j
+        if len(table) >= STATIC_TABLE_MIN and len(table) >= 2 * self._n_referenced():
+            self._compact_static_table()
+            table = self.static_table
         table.append({k: np.array(obs[k]) for k in self.static_keys})
         self._static_stack = None
         return len(table) - 1
+
+    def _n_referenced(self) -> int:
+        return int(np.unique(self.static_idx[: self.size]).size)
+
+    def _compact_static_table(self) -> None:
+        """Drop the table entries no stored state refers to and renumber ``static_idx``."""
+        used = np.unique(self.static_idx[: self.size])
+        remap = np.zeros(len(self.static_table), np.int32)
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        self.static_table = [self.static_table[j] for j in used.tolist()]
+        self.static_idx[: self.size] = remap[self.static_idx[: self.size]]
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
         """``(obs, mask, teacher, returns)`` of ``batch_size`` states drawn uniformly with replacement."""

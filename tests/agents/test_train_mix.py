@@ -9,7 +9,7 @@ import pytest
 from train_helpers import FAST
 
 from agents.learned_common import torch_threads
-from agents.train import Instance, TrainArgs, load_policy, read_metrics, train
+from agents.train import Instance, StateBuffer, TrainArgs, load_policy, read_metrics, train
 from agents.training.evaluate import decode_graph
 from agents.training.graphs import GraphMix, GraphSpec, held_out_graphs, padding_for, parse_specs
 from doppler_gym import workloads
@@ -112,3 +112,20 @@ def test_cli_trains_on_a_mix(tmp_path, capsys) -> None:
     assert summary["learn"] == "plc" and summary["graph_mix"] == list(MIX) and len(summary["held_out"]) == 2
     rc = main(["train", "mix", "--devices", "2", "--out", str(tmp_path / "bad")])
     assert rc == 2 and "--graph-mix" in capsys.readouterr().err
+
+
+def test_state_buffer_drops_graphs_no_state_refers_to(tmp_path) -> None:
+    inst = Instance.from_args(mix_args(tmp_path))
+    buffer = StateBuffer(8, inst.sim_env().observation_space)  # the mix's padding fits every graph below
+    first_obs = []
+    for seed in range(40):  # 40 graphs, one state each: the ring keeps the last 8
+        env = inst.sim_env(graph=workloads.make("random", n_ops=12, levels=4, seed=seed))
+        obs, _ = env.reset(seed=0)
+        buffer.add(obs, env.unwrapped.action_masks(), env.unwrapped.teacher_mask())
+        first_obs.append(obs)
+    assert len(buffer.static_table) <= 16  # bounded, not 40
+    for slot in range(8):  # slot s % 8 holds graph s: each keeps its own graph's static arrays
+        static = buffer.static_table[buffer.static_idx[slot]]
+        assert all(np.array_equal(static[k], first_obs[32 + slot][k]) for k in static)
+    stored, _, _, _ = buffer.sample(16, np.random.default_rng(0))
+    assert stored["op_features"].shape[0] == 16
