@@ -86,6 +86,7 @@ N_DEV_INPUTS = 15  # 7 log1p device features, 5 z-scored dynamic ones, relative 
 N_SEL_INPUTS = 7  # 5 op features z-scored over the ready ops, frac placed, frac ready
 N_VALUE_SCALARS = 6
 DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64}
+LOGIT_CLIP = 10.0  # DopplerPolicy's default bound on the SEL and PLC scores
 _EPS = 1e-6
 
 
@@ -334,6 +335,11 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         head_dim: width of the SEL/PLC/value heads (default 64).
         cache_size: graphs kept in the rollout embedding cache (default 64).
         ortho_init: orthogonal init (gain sqrt(2), logits 0.01, value 1) of the heads.
+        logit_clip: scores are squashed to ``logit_clip * tanh(score / logit_clip)`` (Bello et al.,
+            "Neural combinatorial optimization with reinforcement learning", 2016; Kool et al.,
+            ICLR 2019: C = 10); ``None`` = raw scores. Unbounded, imitation on the critical-path
+            teacher drove them to 1e3-1e4 (top-two gaps in the thousands on paper/ffnn): a
+            softmax that samples its argmax, so RL saw no other action and got no gradient.
         optimizer_class, optimizer_kwargs: as in SB3 (Adam with eps=1e-5 by default).
         features_extractor_kwargs: alternative way to give the four sizes above (what SB3 saves).
         net_arch, activation_fn, features_extractor_class, share_features_extractor,
@@ -356,6 +362,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         head_dim: int | None = None,
         cache_size: int | None = None,
         ortho_init: bool = True,
+        logit_clip: float | None = LOGIT_CLIP,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         features_extractor_kwargs: dict[str, Any] | None = None,
@@ -378,6 +385,9 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             "cache_size": cache_size,
         }
         kwargs.update({k: int(v) for k, v in given.items() if v is not None})
+        if logit_clip is not None and not logit_clip > 0:
+            raise ValueError(f"DopplerPolicy: logit_clip must be > 0 or None, got {logit_clip}")
+        self.logit_clip = None if logit_clip is None else float(logit_clip)
         if optimizer_kwargs is None and optimizer_class is th.optim.Adam:
             optimizer_kwargs = {"eps": 1e-5, "foreach": True}  # SB3's eps; foreach: one fused step
         n_pad = observation_space["op_features"].shape[0] + observation_space["device_features"].shape[0]
@@ -426,7 +436,14 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         data = super()._get_constructor_parameters()
         for key in ("net_arch", "activation_fn", "features_extractor_class"):
             data.pop(key, None)
+        data["logit_clip"] = self.logit_clip
         return data
+
+    def _clip(self, scores: th.Tensor) -> th.Tensor:
+        """``logit_clip * tanh(scores / logit_clip)`` (identity when ``logit_clip`` is None)."""
+        if self.logit_clip is None:
+            return scores
+        return self.logit_clip * th.tanh(scores / self.logit_clip)
 
     def transfer_to(
         self, env_or_space: gym.Env | spaces.Dict, action_space: spaces.Discrete | None = None
@@ -479,7 +496,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             cz = _zscore(obs["op_features"], enc.ready, 1)  # z-scored over each row's ready ops
             dyn = th.cat([cz[si, vi], enc.frac[si]], dim=1)
             static = st.table[..., ext.sel_slice][st.group[si], vi]
-            sel_full = sel_full.index_put((si, vi), self.sel_head(static, dyn))
+            sel_full = sel_full.index_put((si, vi), self._clip(self.sel_head(static, dyn)))
         # PLC: score every device of PLC-phase rows
         pi = (~is_sel).nonzero(as_tuple=True)[0]
         plc_full = th.full((b, nd), NEG, device=dev, dtype=dt)
@@ -487,7 +504,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             valid = enc.dev_valid[pi]
             op_static = st.table[..., ext.plc_op_slice][st.group[pi], enc.selected[pi]]
             dev_in = device_inputs(obs["device_features"][pi], valid, enc.count[pi], enc.load[pi])
-            scores = self.plc_head(op_static, enc.devsum[pi], dev_in, valid)
+            scores = self._clip(self.plc_head(op_static, enc.devsum[pi], dev_in, valid))
             plc_full = plc_full.index_copy(0, pi, th.where(valid, scores, th.full_like(scores, NEG)))
         return th.cat([sel_full, plc_full], dim=1)
 

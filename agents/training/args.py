@@ -96,6 +96,10 @@ class TrainArgs:
     """States kept (ring buffer of the most recent visits)."""
     il_ent_coef: float = 1e-3
     """Entropy bonus weight (the authors' imitation config)."""
+    il_label_smoothing: float = 0.1
+    """Label smoothing of the imitation loss (:func:`agents.training.imitation.imitation_loss`): keeps
+    every valid action's probability above zero, so the sampled episodes of the RL stages differ from
+    the teacher's (0: the policy copies the teacher's argmax and samples only among exact ties)."""
     il_vf_coef: float = 0.5
     """Weight of the value regression on episode returns (warms the critic for RL; 0 = off)."""
 
@@ -198,6 +202,8 @@ class TrainArgs:
         for name in ("il_envs", "il_batch_size", "il_buffer_size", "episodes_per_update", "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.il_label_smoothing < 1:
+            raise ValueError(f"il_label_smoothing must be in [0, 1), got {self.il_label_smoothing}")
         if not 0 < self.il_beta_decay <= 1:
             raise ValueError(f"il_beta_decay must be in (0, 1], got {self.il_beta_decay}")
         if not 0 < self.gamma <= 1:

@@ -21,9 +21,16 @@ if TYPE_CHECKING:
 
 
 def imitation_loss(
-    logits: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor, ent_coef: float = 0.0
+    logits: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor, ent_coef: float = 0.0,
+    label_smoothing: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``mean(-log sum_{a in teacher} pi(a|s)) - ent_coef * mean(entropy)`` under the masked softmax.
+    """``(1 - eps) * CE_teacher + eps * CE_uniform - ent_coef * mean(entropy)`` under the masked softmax.
+
+    ``CE_teacher = mean(-log sum_{a in teacher} pi(a|s))`` (the teacher's tied actions share the
+    mass); ``CE_uniform = mean over states of -mean_{a valid} log pi(a|s)``, the cross-entropy to the
+    uniform distribution over the valid actions: label smoothing (Szegedy et al., CVPR 2016) with
+    ``eps = label_smoothing``. With ``eps > 0`` the optimum keeps every valid action's probability
+    above zero (``eps / |valid|`` or so), so a policy leaves imitation able to explore.
 
     Args:
         logits: ``(B, A)`` raw action scores.
@@ -31,8 +38,8 @@ def imitation_loss(
         teacher: ``(B, A) bool`` the teacher's (tied) actions, a non-empty subset of ``mask``.
 
     Returns:
-        The loss and its parts as floats: ``cross_entropy``, ``entropy`` and ``accuracy`` (the
-        argmax is a teacher action).
+        The loss and its parts as floats: ``cross_entropy`` (``CE_teacher``), ``entropy`` and
+        ``accuracy`` (the argmax is a teacher action).
     """
     scores = masked_logits(logits, mask)
     log_z = torch.logsumexp(scores, -1)
@@ -41,6 +48,10 @@ def imitation_loss(
     logp = scores - log_z[:, None]
     entropy = -(logp.exp() * logp).sum(-1).mean()
     loss = ce - ent_coef * entropy
+    if label_smoothing > 0:
+        valid = mask.to(logp.dtype)
+        ce_uniform = -((logp * valid).sum(-1) / valid.sum(-1).clamp_min(1.0)).mean()
+        loss = loss + label_smoothing * (ce_uniform - ce)
     with torch.no_grad():
         acc = teacher.gather(1, scores.argmax(-1, keepdim=True)).float().mean()
     return loss, {"cross_entropy": float(ce.detach()), "entropy": float(entropy.detach()), "accuracy": float(acc)}
@@ -86,7 +97,7 @@ def run_imitation(trainer: Trainer) -> None:
             else:
                 logits = action_logits(policy, obs_t)
                 values = policy.predict_values(obs_t) if has_values else None
-            loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef)
+            loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef, args.il_label_smoothing)
             if values is not None:
                 values = values.flatten()
                 v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))

@@ -54,6 +54,26 @@ def test_heads_and_extractor_shapes_on_a_padded_mixed_batch():
     assert extractor(batch).shape == (b, extractor.features_dim)
 
 
+def test_scores_are_bounded_by_logit_clip():
+    env, batch = mixed_batch(4)
+    mask = batch["action_mask"] > 0.5
+    clipped = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL)
+    raw = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, logit_clip=None, **SMALL)
+    raw.load_state_dict(clipped.state_dict())
+    with torch.no_grad():
+        for policy in (clipped, raw):  # heads scaled up, as imitation drove them
+            policy.sel_head.tail[-1].weight.mul_(1e4)
+            policy.plc_head.tail[-1].weight.mul_(1e4)
+    lc, lr = clipped.action_logits(batch), raw.action_logits(batch)
+    assert lr[mask].abs().max() > 100  # unbounded without the clip
+    assert lc[mask].abs().max() <= 10.0
+    assert torch.allclose(lc[mask], 10.0 * torch.tanh(lr[mask] / 10.0), atol=1e-4)
+    assert (lc[~mask] == NEG).all()
+    assert clipped._get_constructor_parameters()["logit_clip"] == 10.0
+    with pytest.raises(ValueError, match="logit_clip must be > 0"):
+        DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, logit_clip=0.0, **SMALL)
+
+
 def test_imitation_cross_entropy_on_teacher_masks_trains():
     env = make_env(graph="paper/chainmm")
     policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 3e-3, **SMALL)

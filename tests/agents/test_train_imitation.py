@@ -37,6 +37,32 @@ def test_imitation_loss_ignores_masked_scores_and_ties_share_the_mass() -> None:
     assert parts["accuracy"] == 1.0
 
 
+def test_label_smoothing_keeps_the_optimum_soft() -> None:
+    """With eps the minimiser is (1 - eps) on the teacher plus eps spread uniformly over the valid
+    actions (finite logits); without it the teacher's logit runs away from the others."""
+    mask = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.bool)
+    teacher = torch.tensor([[0, 1, 0, 0, 0]], dtype=torch.bool)
+    probs = {}
+    for eps in (0.0, 0.2):
+        logits = torch.zeros(1, 5, requires_grad=True)
+        opt = torch.optim.Adam([logits], lr=0.1)
+        for _ in range(2000):
+            loss, _ = imitation_loss(logits, mask, teacher, label_smoothing=eps)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        probs[eps] = torch.softmax(logits.detach().masked_fill(~mask, -1e9), -1)[0]
+    assert probs[0.2][1] == pytest.approx(0.8 + 0.2 / 4, abs=2e-3)
+    assert probs[0.2][[0, 2, 3]] == pytest.approx(torch.full((3,), 0.05), abs=2e-3)
+    assert probs[0.0][[0, 2, 3]].max() < 1e-4
+    logits = torch.tensor([[0.3, -1.0, 2.0, 0.5, 9.0]])
+    eps = 0.3
+    smooth, parts = imitation_loss(logits, mask, teacher, label_smoothing=eps)
+    logp = torch.log_softmax(logits[:, :4], -1)[0]
+    assert float(smooth) == pytest.approx((1 - eps) * -float(logp[1]) - eps * float(logp.mean()), rel=1e-6)
+    assert parts["cross_entropy"] == pytest.approx(-float(logp[1]), rel=1e-6)
+
+
 def test_imitation_learns_the_teacher_on_a_small_graph(tmp_path) -> None:
     args = small_args(tmp_path, il_episodes=96, il_envs=8)
     teacher = teacher_makespans(args)

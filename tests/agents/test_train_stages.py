@@ -80,3 +80,5 @@ def test_invalid_arguments_are_reported() -> None:
         TrainArgs(stages=("sim", "il")).validate()
     with pytest.raises(ValueError, match="algo"):
         TrainArgs(algo="a2c").validate()
+    with pytest.raises(ValueError, match="il_label_smoothing must be in"):
+        TrainArgs(il_label_smoothing=1.0).validate()
