@@ -15,8 +15,10 @@ Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
    visited state is stored with its valid-action mask and the teacher's action *set*
    (``env.teacher_mask()``: all tied max-b-level ops in SEL, all tied earliest-start devices in
    PLC), and minibatches from that buffer minimise ``-log sum_{a in teacher} pi(a|s)`` under the
-   masked distribution (both heads alike), minus ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x
-   the value error against the episode's return (so the critic is warm for stage 2).
+   masked distribution (both heads alike), smoothed towards the uniform distribution over the valid
+   actions by ``il_label_smoothing`` (so the policy still samples other actions in stage 2), minus
+   ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
+   (so the critic is warm for stage 2).
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
    ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a moving-average baseline, on
