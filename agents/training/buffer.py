@@ -67,19 +67,17 @@ class StateBuffer:
         for j in range(len(table) - 1, -1, -1):
             if all(np.array_equal(table[j][k], obs[k]) for k in self.static_keys):
                 return j
-        if len(table) >= STATIC_TABLE_MIN and len(table) >= 2 * self._n_referenced():
-            self._compact_static_table()
-            table = self.static_table
+        if len(table) >= STATIC_TABLE_MIN:
+            used = np.unique(self.static_idx[: self.size])
+            if len(table) >= 2 * used.size:
+                self._compact_static_table(used)
+                table = self.static_table
         table.append({k: np.array(obs[k]) for k in self.static_keys})
         self._static_stack = None
         return len(table) - 1
 
-    def _n_referenced(self) -> int:
-        return int(np.unique(self.static_idx[: self.size]).size)
-
-    def _compact_static_table(self) -> None:
-        """Drop the table entries no stored state refers to and renumber ``static_idx``."""
-        used = np.unique(self.static_idx[: self.size])
+    def _compact_static_table(self, used: np.ndarray) -> None:
+        """Keep the table entries ``used`` (sorted: those stored states refer to); renumber ``static_idx``."""
         remap = np.zeros(len(self.static_table), np.int32)
         remap[used] = np.arange(used.size, dtype=np.int32)
         self.static_table = [self.static_table[j] for j in used.tolist()]

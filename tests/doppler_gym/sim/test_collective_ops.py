@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +24,10 @@ import doppler_gym as dg
 from doppler_gym.comm import multicast as mc
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.multicast import edge_times, timer_for
+
+if str(Path(__file__).parent) not in sys.path:  # the DAG helper lives next to this file (any import mode)
+    sys.path.insert(0, str(Path(__file__).parent))
+from sim_dag_helpers import random_edges  # noqa: E402
 
 needs_ortools = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
                                    reason="multicast='teccl' needs OR-Tools (pip install doppler-gym[solvers])")
@@ -129,14 +135,9 @@ def test_ordinary_multicast_skips_the_collective():
 
 
 def _random_collective_dag(n: int, seed: int) -> DataflowGraph:
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for v in range(1, n):
-        for u in rng.choice(v, size=min(v, int(rng.integers(1, 4))), replace=False):
-            src.append(int(u))
-            dst.append(v)
+    rng, src, dst = random_edges(n, seed)
     kinds = tuple(str(k) for k in rng.choice(["einsum", "einsum", "allreduce", "allgather", "alltoall"], n))
-    return DataflowGraph(src=np.array(src), dst=np.array(dst), flops=rng.uniform(1e8, 5e9, n),
+    return DataflowGraph(src=src, dst=dst, flops=rng.uniform(1e8, 5e9, n),
                          out_bytes=rng.uniform(1e5, 5e7, n), kinds=kinds, name=f"cdag{seed}")
 
 

@@ -25,6 +25,7 @@ from doppler_gym.sim.packing import pack
 if str(Path(__file__).parent) not in sys.path:  # the oracle lives next to this file (any import mode)
     sys.path.insert(0, str(Path(__file__).parent))
 from general_reference import reference_simulate, transfer_time
+from sim_dag_helpers import random_edges
 
 pytest.importorskip("ortools")
 
@@ -47,14 +48,9 @@ def _fan() -> DataflowGraph:
 
 
 def _random_dag(n: int, seed: int) -> DataflowGraph:
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for v in range(1, n):
-        for u in rng.choice(v, size=min(v, int(rng.integers(1, 4))), replace=False):
-            src.append(int(u))
-            dst.append(v)
+    rng, src, dst = random_edges(n, seed)
     order = np.lexsort((dst, src))
-    return DataflowGraph(src=np.array(src)[order], dst=np.array(dst)[order], flops=rng.uniform(1e8, 5e9, n),
+    return DataflowGraph(src=src[order], dst=dst[order], flops=rng.uniform(1e8, 5e9, n),
                          out_bytes=rng.uniform(1e5, 5e7, n), name=f"dag{seed}")
 
 
