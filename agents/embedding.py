@@ -200,6 +200,8 @@ class StaticEncoder(nn.Module):
         proj_dim: width ``F`` of the projection table the heads read.
         cache_size: graphs kept in the embedding cache (LRU) [count].
         path_cache_size: graphs whose path structure is kept (LRU) [count].
+        id_features: width of the fixed random op-identity inputs (:func:`agents.gnn.op_id_features`;
+            0 = none): they let the heads tell apart ops that costs and structure make identical.
 
     Shapes (:meth:`forward`): a dict of batched padded observation tensors in, a
     :class:`StaticBatch` out.
@@ -212,13 +214,17 @@ class StaticEncoder(nn.Module):
         proj_dim: int = 256,
         cache_size: int = 64,
         path_cache_size: int = 4096,
+        id_features: int = 0,
     ) -> None:
         super().__init__()
-        self.hidden_dim, self.proj_dim = hidden_dim, proj_dim
-        self.gnn = GraphEncoder(hidden_dim, n_layers)
+        if id_features < 0:
+            raise ValueError(f"StaticEncoder: id_features must be >= 0, got {id_features}")
+        self.hidden_dim, self.proj_dim, self.id_features = hidden_dim, proj_dim, int(id_features)
+        in_dim = N_OP_INPUTS + self.id_features
+        self.gnn = GraphEncoder(hidden_dim, n_layers, in_dim=in_dim)
         self.b_norm = nn.LayerNorm(hidden_dim)
         self.t_norm = nn.LayerNorm(hidden_dim)
-        self.proj = nn.Linear(3 * hidden_dim + N_OP_INPUTS, proj_dim)
+        self.proj = nn.Linear(3 * hidden_dim + in_dim, proj_dim)
         self.cache_size, self.path_cache_size = int(cache_size), int(path_cache_size)
         self.use_cache = True
         self._cache = VerifiedLRU(cache_size)  # key -> (emb, table, table_mean) of one graph, no grad
@@ -297,7 +303,7 @@ class StaticEncoder(nn.Module):
         n_ops = obs["n_ops"].index_select(0, rows_t).reshape(-1).round().long()
         n_edges = obs["n_edges"].index_select(0, rows_t).reshape(-1).round().long()
         k, n = feats.shape[0], feats.shape[1]
-        packed = pack_graphs(feats, eidx, eattr, n_ops, n_edges)
+        packed = pack_graphs(feats, eidx, eattr, n_ops, n_edges, self.id_features)
         h = self.gnn(packed.x, packed.edge_index, packed.edge_attr)  # (K*N, h)
         n_list, e_list = n_ops.tolist(), n_edges.tolist()
         paths = [

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from torch_geometric.nn import GINEConv
@@ -64,12 +65,35 @@ def op_inputs(op_features: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.log1p(x), z], dim=-1) * m
 
 
+_ID_CHUNK = 4096  # ops per block of identity features (each block drawn from its own seed)
+_ID_TABLES: dict[int, np.ndarray] = {}
+
+
+def op_id_features(n: int, width: int) -> np.ndarray:
+    """``(n, width) float32`` fixed standard-normal features of op ids ``0..n-1``.
+
+    Op ``i`` gets the same row whatever ``n`` (rows come in seeded blocks of 4096), on every graph
+    and machine: random node features that tell apart ops whose costs and neighbourhoods are the
+    same, which message passing alone cannot (Sato, Yamada & Kashima, SDM 2021; Abboud et al.,
+    IJCAI 2021).
+    """
+    table = _ID_TABLES.get(width)
+    have = 0 if table is None else table.shape[0]
+    if have < n:
+        blocks = [np.random.default_rng([0x1D, width, c]).standard_normal((_ID_CHUNK, width))
+                  for c in range(have // _ID_CHUNK, -(-n // _ID_CHUNK))]
+        table = np.concatenate(([table] if table is not None else []) + blocks).astype(np.float32)
+        _ID_TABLES[width] = table
+    return table[:n]
+
+
 def pack_graphs(
     op_features: torch.Tensor,
     edge_index: torch.Tensor,
     edge_attr: torch.Tensor,
     n_ops: torch.Tensor,
     n_edges: torch.Tensor,
+    id_features: int = 0,
 ) -> PackedGraphs:
     """Pack ``K`` padded observations' static arrays into one bidirected graph (vectorised).
 
@@ -78,12 +102,18 @@ def pack_graphs(
         edge_index: ``(K, 2, E)`` (any dtype; -1 padded, valid columns first).
         edge_attr: ``(K, E, 1)`` float.
         n_ops, n_edges: ``(K,)`` real sizes.
+        id_features: width of the op-identity features (:func:`op_id_features`) appended to
+            each op's inputs (0 = none): ``x`` is ``(K * N, N_OP_INPUTS + id_features)``.
     """
     k, n, _ = op_features.shape
     e = edge_index.shape[-1]
     device = op_features.device
     valid = torch.arange(n, device=device).unsqueeze(0) < n_ops.view(-1, 1)
-    x = op_inputs(op_features.float(), valid).reshape(k * n, -1)
+    x = op_inputs(op_features.float(), valid)
+    if id_features:
+        ids = torch.from_numpy(op_id_features(n, id_features)).to(device)
+        x = torch.cat([x, ids.expand(k, n, id_features) * valid.unsqueeze(-1).to(x.dtype)], dim=-1)
+    x = x.reshape(k * n, -1)
     edge_valid = torch.arange(e, device=device).unsqueeze(0) < n_edges.view(-1, 1)  # (K, E)
     offset = (torch.arange(k, device=device) * n).view(k, 1, 1)
     ei = edge_index.long() + offset  # (K, 2, E)

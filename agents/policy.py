@@ -85,7 +85,7 @@ REQUIRED_KEYS = (
 N_DEV_INPUTS = 15  # 7 log1p device features, 5 z-scored dynamic ones, relative EST, op and load share
 N_SEL_INPUTS = 7  # 5 op features z-scored over the ready ops, frac placed, frac ready
 N_VALUE_SCALARS = 6
-DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64}
+DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64, "id_features": 0}
 LOGIT_CLIP = 10.0  # DopplerPolicy's default bound on the SEL and PLC scores
 _EPS = 1e-6
 
@@ -142,6 +142,8 @@ class DopplerExtractor(BaseFeaturesExtractor):
         n_layers: GNN layers.
         head_dim: width ``d`` of the heads (the projection table holds 4 slices of ``d``).
         cache_size: graphs kept in the embedding cache.
+        id_features: width of the fixed random op-identity inputs of the GNN (0 = none; see
+            :class:`~agents.embedding.StaticEncoder`).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class DopplerExtractor(BaseFeaturesExtractor):
         n_layers: int = 4,
         head_dim: int = 64,
         cache_size: int = 64,
+        id_features: int = 0,
     ) -> None:
         if not isinstance(observation_space, spaces.Dict) or not set(REQUIRED_KEYS) <= set(
             observation_space.spaces
@@ -166,7 +169,9 @@ class DopplerExtractor(BaseFeaturesExtractor):
             )
         super().__init__(observation_space, features_dim=3 * head_dim + N_VALUE_SCALARS)
         self.hidden_dim, self.n_layers, self.head_dim = int(hidden_dim), int(n_layers), int(head_dim)
-        self.static = StaticEncoder(hidden_dim, n_layers, proj_dim=4 * head_dim, cache_size=cache_size)
+        self.static = StaticEncoder(
+            hidden_dim, n_layers, proj_dim=4 * head_dim, cache_size=cache_size, id_features=id_features
+        )
         d = self.head_dim
         # slices of the projection table: SEL | PLC (selected op) | PLC (device sums) | value pool | comp, 1
         self.sel_slice, self.plc_op_slice = slice(0, d), slice(d, 2 * d)
@@ -334,6 +339,8 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         n_layers: GNN layers (default 4).
         head_dim: width of the SEL/PLC/value heads (default 64).
         cache_size: graphs kept in the rollout embedding cache (default 64).
+        id_features: width of fixed random op-identity inputs of the GNN (default 0 = none): with
+            them the policy can give ops of identical costs and structure different devices.
         ortho_init: orthogonal init (gain sqrt(2), logits 0.01, value 1) of the heads.
         logit_clip: scores are squashed to ``logit_clip * tanh(score / logit_clip)`` (Bello et al.,
             "Neural combinatorial optimization with reinforcement learning", 2016; Kool et al.,
@@ -361,6 +368,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         n_layers: int | None = None,
         head_dim: int | None = None,
         cache_size: int | None = None,
+        id_features: int | None = None,
         ortho_init: bool = True,
         logit_clip: float | None = LOGIT_CLIP,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
@@ -383,6 +391,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             "n_layers": n_layers,
             "head_dim": head_dim,
             "cache_size": cache_size,
+            "id_features": id_features,
         }
         kwargs.update({k: int(v) for k, v in given.items() if v is not None})
         if logit_clip is not None and not logit_clip > 0:

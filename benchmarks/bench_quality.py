@@ -13,7 +13,10 @@ simulator, paper units):
   teacher, then MaskablePPO), reported as the final policy's greedy decode and the best of ``--k``
   sampled decodes (both the policy's own placements: no search on top), and the same two decodes
   of ``policy_best.pt`` ("best ckpt": the checkpoint whose periodic greedy decode was the best seen
-  in training; a checkpoint selection on the training graph, labelled as such);
+  in training; a checkpoint selection on the training graph, labelled as such), and the best placement
+  any training episode produced ("best found in training": the incumbent that device-placement RL
+  reports, Mirhoseini et al. 2017; Placeto and GDP below are reported the same way), replayed in the
+  simulator;
 - the paper's ablations, same recipe within ``--ablation-minutes``: SEL learned only (the teacher
   places) and PLC learned only (the teacher selects);
 - Placeto and GDP when ``agents.placeto.train_placeto`` / ``agents.gdp.train_gdp`` import, within
@@ -47,12 +50,12 @@ DEVICES = 4
 TARGET = 1.05  # within 5 % of the best known
 
 
-def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: Path) -> dict:
+def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: Path, extra: dict) -> dict:
     from agents.train import TrainArgs, train
 
     args = TrainArgs(graph=graph, devices=DEVICES, stages=("il", "sim"), budget_minutes=minutes, learn=learn,
                      seed=seed, out=str(out), sample_decodes=k, baselines=("critical_path",), baseline_seconds=0.1,
-                     progress=False, tensorboard=False, checkpoint_minutes=60.0)
+                     progress=False, tensorboard=False, checkpoint_minutes=60.0, **extra)
     s = train(args)
     st = s["stages"]
     ckpt = s.get("best_checkpoint") or best_checkpoint(graph, learn, k, seed, out)
@@ -65,6 +68,7 @@ def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: 
         "sim_seconds_per_episode": st["sim"]["seconds_per_episode"], "sim_episodes": st["sim"]["episodes"],
         "best_eval_greedy": (s.get("best_eval") or {}).get("makespan"), "lower_bound": s["lower_bound"],
         "best_checkpoint": None if ckpt is None else {"greedy": ckpt["greedy"], "best_of_k": ckpt["best_of_k"]},
+        "best_found": (s.get("best_found") or {}).get("makespan"), "train_args": extra,
     }
 
 
@@ -124,9 +128,10 @@ def fmt(x: float | None, nd: int = 1) -> str:
 
 def report(results: dict) -> None:
     print("\n## Quality (makespan, paper units; 4 devices; reference simulator)\n")
-    print("| graph | DOPPLER greedy | DOPPLER best-of-K | DOPPLER best ckpt greedy / best-of-K | SEL-only greedy / best | PLC-only greedy / best | Placeto | GDP "
-          "| CP | HEFT | local search | best known (paper / ours) | LB | DOPPLER best / paper best |")
-    print("|" + "---|" * 14)
+    print("| graph | DOPPLER greedy | DOPPLER best-of-K | DOPPLER best ckpt greedy / best-of-K | DOPPLER best found in training "
+          "| SEL-only greedy / best | PLC-only greedy / best | Placeto | GDP "
+          "| CP | HEFT | local search | best known (paper / ours) | LB | DOPPLER decodes / paper best | best found / paper best |")
+    print("|" + "---|" * 16)
     for graph in GRAPHS:
         r = results.get(graph)
         if not r:
@@ -139,12 +144,15 @@ def report(results: dict) -> None:
         if bc:
             best = min(v for v in (best, bc.get("greedy"), bc.get("best_of_k")) if v is not None)
         ratio = f"{best / PAPER_BEST[graph]:.3f}" if best else "-"
+        found = d.get("best_found")
+        found_ratio = f"{found / PAPER_BEST[graph]:.3f}" if found else "-"
         print(f"| {graph.split('/')[1]} | {fmt(d.get('greedy'))} | {fmt(d.get('best_of_k'))} | {fmt(bc.get('greedy'))} / {fmt(bc.get('best_of_k'))} "
+              f"| {fmt(found)} "
               f"| {fmt(sel.get('greedy'))} / {fmt(sel.get('best_of_k'))} | {fmt(plc.get('greedy'))} / {fmt(plc.get('best_of_k'))} "
               f"| {fmt(pl.get('makespan')) if 'makespan' in pl else pl.get('skipped', '-')[:20]} "
               f"| {fmt(gd.get('makespan')) if 'makespan' in gd else gd.get('skipped', '-')[:20]} "
               f"| {fmt(h.get('critical_path'))} | {fmt(h.get('heft'))} | {fmt(h.get('local_search'))} "
-              f"| {PAPER_BEST[graph]} / {SEARCH_BEST[graph]} | {fmt(h.get('lower_bound'))} | {ratio} |")
+              f"| {PAPER_BEST[graph]} / {SEARCH_BEST[graph]} | {fmt(h.get('lower_bound'))} | {ratio} | {found_ratio} |")
     print("\n## Training cost (seconds per episode; episodes run within the budget)\n")
     print("| graph | run | episodes (il + sim) | s/episode overall | il s/ep | sim s/ep | budget [min] |")
     print("|---|---|---|---|---|---|---|")
@@ -171,11 +179,19 @@ def main() -> None:
     p.add_argument("--k", type=int, default=64, help="sampled decodes of each final policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", nargs="+", default=["heuristics", "doppler", "sel", "plc", "placeto", "gdp"])
+    p.add_argument("--train-json", default="{}", help="extra TrainArgs fields of the DOPPLER and ablation runs, as JSON "
+                   "(e.g. '{\"policy_kwargs\": {\"id_features\": 16}}')")
     p.add_argument("--out", default="out/bench_quality")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")
     p.add_argument("--post", action="store_true", help="decode the best checkpoints of saved runs lacking them, "
                    "print the tables and stop")
     args = p.parse_args()
+    try:
+        extra = json.loads(args.train_json)
+    except json.JSONDecodeError as exc:
+        p.error(f"--train-json is not valid JSON ({exc}); give an object such as '{{\"algo\": \"reinforce\"}}'")
+    if not isinstance(extra, dict):
+        p.error("--train-json must be a JSON object of TrainArgs fields")
     import torch
 
     torch.set_num_threads(1)  # the decodes outside a Trainer too: more threads are much slower on a shared CPU
@@ -205,7 +221,7 @@ def main() -> None:
             elif method in ("doppler", "sel", "plc"):
                 minutes = args.minutes if method == "doppler" else args.ablation_minutes
                 learn = "both" if method == "doppler" else method
-                r[method] = {**run_doppler(graph, minutes, learn, args.k, args.seed, out / name / method),
+                r[method] = {**run_doppler(graph, minutes, learn, args.k, args.seed, out / name / method, extra),
                              "minutes": minutes}
             else:
                 r[method] = run_learned_baseline(method, graph, args.baseline_minutes, args.seed, out / name / method)

@@ -133,8 +133,13 @@ class TrainArgs:
     """Gradient norm clip (PPO and REINFORCE)."""
     target_kl: float | None = 0.05
     """PPO early stop of an update's epochs (protects the imitation weights); None = off."""
+    reinforce_baseline: str = "ema"
+    """REINFORCE's baseline: ``ema`` (the paper's: a moving average of past batches' returns) or
+    ``batch`` (leave-one-out: each episode's return minus the mean of the other episodes of its batch,
+    all of the same instance: RLOO, Kool et al. 2019b; POMO, Kwon et al. 2020; needs
+    ``episodes_per_update >= 2``)."""
     reinforce_baseline_decay: float = 0.9
-    """REINFORCE: exponential moving average factor of the return baseline."""
+    """REINFORCE with ``ema``: moving average factor of the return baseline."""
 
     # --- stage 3 env
     real_env_id: str = REAL_ENV_ID
@@ -199,6 +204,11 @@ class TrainArgs:
                 raise ValueError(f"{s}_episodes must be an integer >= 0, got {n!r}")
         if self.algo not in ("ppo", "reinforce"):
             raise ValueError(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
+        if self.reinforce_baseline not in ("ema", "batch"):
+            raise ValueError(f"reinforce_baseline must be 'ema' or 'batch', got {self.reinforce_baseline!r}")
+        if self.algo == "reinforce" and self.reinforce_baseline == "batch" and self.episodes_per_update < 2:
+            raise ValueError("reinforce_baseline='batch' compares the episodes of one update: give "
+                             f"episodes_per_update >= 2 (got {self.episodes_per_update})")
         for name in ("il_envs", "il_batch_size", "il_buffer_size", "episodes_per_update", "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

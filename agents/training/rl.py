@@ -83,8 +83,32 @@ def run_ppo(trainer: Trainer, stage: str) -> None:
         trainer.checkpoint(stage)
 
 
+def reinforce_advantages(returns: list[np.ndarray], kind: str, ema: float) -> np.ndarray:
+    """REINFORCE's advantages of a batch: each episode's returns-to-go minus its baseline.
+
+    Args:
+        returns: per episode, ``(T_i,)`` returns-to-go (``[0]`` = the episode's total return).
+        kind: ``"ema"``: one baseline ``ema`` for all; ``"batch"``: episode ``i``'s baseline is the
+            mean total return of the other episodes (leave-one-out, needs 2 or more).
+        ema: the moving-average baseline (used by ``"ema"``).
+
+    Returns:
+        ``(sum_i T_i,)`` the advantages, episodes concatenated in order.
+    """
+    totals = np.array([r[0] for r in returns], np.float64)
+    if kind == "batch":
+        if len(totals) < 2:
+            raise ValueError("a leave-one-out baseline needs 2 or more episodes per update")
+        per_episode = (totals.sum() - totals) / (len(totals) - 1)
+    else:
+        per_episode = np.full(len(totals), float(ema))
+    return np.concatenate([r - b for r, b in zip(returns, per_episode)])
+
+
 def run_reinforce(trainer: Trainer, stage: str) -> None:
-    """REINFORCE with a moving-average baseline on ``episodes_per_update`` sampled episodes."""
+    """REINFORCE on ``episodes_per_update`` sampled episodes per update, with a moving-average
+    baseline (``reinforce_baseline="ema"``, the paper's) or the leave-one-out mean of the batch
+    (``"batch"``). The logged ``baseline`` is the moving average in both cases."""
     args, prog, policy = trainer.args, trainer.progress[stage], trainer.policy
     n_envs = args.episodes_per_update if stage == "sim" else 1  # one real env: one device set
     envs = [make_stage_env(args, trainer.inst, stage) for _ in range(n_envs)]
@@ -108,14 +132,16 @@ def run_reinforce(trainer: Trainer, stage: str) -> None:
         policy.set_training_mode(True)
         for g in optimizer.param_groups:
             g["lr"] = trainer._rl_lr(stage)
+        returns = [ep.returns(args.gamma) for ep in episodes]
+        totals = np.array([r[0] for r in returns])
         baseline = prog.extra.get("baseline")
-        finals = [ep.returns(args.gamma) for ep in episodes]
         if baseline is None:
-            baseline = float(np.mean([r[0] for r in finals]))
+            baseline = float(totals.mean())
+        adv = reinforce_advantages(returns, args.reinforce_baseline, baseline)
         obs = obs_to_tensors(stack_obs([o for ep in episodes for o in ep.obs]), policy.device)
         mask = torch.as_tensor(np.stack([m for ep in episodes for m in ep.masks]), device=policy.device)
         act = torch.as_tensor([a for ep in episodes for a in ep.actions], device=policy.device)
-        adv = torch.as_tensor(np.concatenate(finals) - baseline, dtype=torch.float32, device=policy.device)
+        adv = torch.as_tensor(adv, dtype=torch.float32, device=policy.device)
         logp_all = torch.log_softmax(masked_logits(action_logits(policy, obs), mask), -1)
         logp = logp_all.gather(1, act[:, None]).squeeze(1)
         entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
@@ -125,7 +151,7 @@ def run_reinforce(trainer: Trainer, stage: str) -> None:
         torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
         optimizer.step()
         d = args.reinforce_baseline_decay
-        prog.extra["baseline"] = d * baseline + (1 - d) * float(np.mean([r[0] for r in finals]))
+        prog.extra["baseline"] = d * baseline + (1 - d) * float(totals.mean())
         prog.updates += 1
         prog.seconds += time.perf_counter() - t0
         for ep in episodes:

@@ -25,7 +25,6 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     on the main graph; ``best_of_k`` the best of ``sample_decodes`` sampled decodes; ``held_out`` one
     row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`)."""
     from doppler_gym import baselines
-    from doppler_gym.sim.api import simulate
     from doppler_gym.sim.gantt import plot_gantt
 
     args, inst = trainer.args, trainer.inst
@@ -50,12 +49,7 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         results[name] = p.makespan
     cp = results.get("critical_path", trainer._reference)
     bound = trainer._lower_bound
-    priorities = None
-    if inst.config.queue_order == "priority":
-        priorities = np.empty(inst.graph.n_ops)
-        priorities[np.asarray(greedy["order"])] = np.arange(inst.graph.n_ops, dtype=np.float64)
-    trace = simulate(inst.graph, np.asarray(greedy["assignment"]), inst.topology, priorities=priorities,
-                     config=inst.config)
+    trace = simulate_placement(inst, greedy["assignment"], greedy["order"])
     gantt = trainer.out / "gantt.png"
     plot_gantt(trace, inst.graph, gantt, title=f"{inst.graph.name} on {inst.topology.name}: learned policy",
                lower_bound=bound)
@@ -80,7 +74,8 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         "baselines": results, "critical_path": cp, "lower_bound": bound,
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
-        "best_eval": trainer.best_eval or None, "best_checkpoint": best_checkpoint, "held_out": held_out or None,
+        "best_eval": trainer.best_eval or None, "best_checkpoint": best_checkpoint,
+        "best_found": best_found_row(trainer), "held_out": held_out or None,
         "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,
         "stages": stages, "budget_minutes": args.budget_minutes,
         "budget_split": {s: STAGE_WEIGHTS[s] / sum(STAGE_WEIGHTS[t] for t in args.stages) for s in args.stages},
@@ -89,6 +84,36 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     }
     write_json(trainer.out / "summary.json", summary)
     return summary
+
+
+def simulate_placement(inst: Any, assignment: Any, order: Any) -> Any:
+    """The :class:`~doppler_gym.sim.trace.Trace` of a placement (``assignment``: ``(n_ops,)`` devices;
+    ``order``: ``(n_ops,)`` op ids in SEL order, the queue priorities under ``queue_order="priority"``)
+    on the instance's graph, topology and sim config."""
+    from doppler_gym.sim.api import simulate
+
+    n = inst.graph.n_ops
+    priorities = None
+    if inst.config.queue_order == "priority":
+        priorities = np.empty(n)
+        priorities[np.asarray(order)] = np.arange(n, dtype=np.float64)
+    return simulate(inst.graph, np.asarray(assignment), inst.topology, priorities=priorities, config=inst.config)
+
+
+def best_found_row(trainer: Trainer) -> dict[str, Any] | None:
+    """The best placement any training episode produced on the main graph (sampled, or a DAgger
+    roll-in in the imitation stage), or ``None``: the incumbent that device-placement RL reports
+    (Mirhoseini et al., ICML 2017; Placeto and GDP here report theirs the same way).
+
+    ``makespan`` is the placement simulated again (equal to the episode's ``training_makespan``
+    unless the sim config draws jitter); ``assignment`` and ``order`` replay it."""
+    found = trainer.best_found
+    if not found:
+        return None
+    trace = simulate_placement(trainer.inst, found["assignment"], found["order"])
+    return {"makespan": float(trace.makespan), "training_makespan": float(found["makespan"]),
+            "stage": found["stage"], "episode": found["episode"],
+            "assignment": list(found["assignment"]), "order": list(found["order"])}
 
 
 def decode_best_checkpoint(trainer: Trainer) -> dict[str, Any] | None:

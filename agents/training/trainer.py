@@ -72,6 +72,8 @@ class Trainer:
 
         self._stage: str | None = None  # the stage running now
         self.best_eval: dict[str, Any] = {}  # the best periodic greedy evaluation (policy_best.pt)
+        self.best_found: dict[str, Any] = {}  # the best placement of any training episode on the main graph
+        self._main_graph_id = -1  # set from the eval env at the start of run()
 
         if resume is not None:
             payload = resume
@@ -83,6 +85,7 @@ class Trainer:
             set_rng_state(payload["rng"])
             self.rng.bit_generator.state = payload["trainer_rng"]
             self.best_eval = dict(payload.get("best_eval") or {})
+            self.best_found = dict(payload.get("best_found") or {})
             self.resumed = payload
         elif init is not None:
             payload = init
@@ -117,6 +120,7 @@ class Trainer:
         try:
             _, info = self.eval_env.reset(seed=self.args.seed)
             self._reference, self._lower_bound = info["reference_makespan"], info["lower_bound"]
+            self._main_graph_id = int(info["graph_id"])
             for stage in self.args.stages:
                 prog = self.progress[stage]
                 if prog.done and not self._extendable(stage):
@@ -249,6 +253,7 @@ class Trainer:
         prog.env_steps += 2 * len(info.get("assignment", ()))  # env steps of both phases = 2 n_ops
         prog.best_makespan = min(prog.best_makespan, makespan)
         step = self._global_episodes()
+        self._keep_if_best(stage, step, info, makespan)
         self.log.write("episode", stage, step, stage_episode=prog.episodes, makespan=makespan,
                        ratio_to_critical_path=makespan / ref if ref else math.nan,
                        n_ops=len(info.get("assignment", ())), graph_id=int(info.get("graph_id", -1)), **extra)
@@ -261,6 +266,17 @@ class Trainer:
                 self.best_eval = {"makespan": float(greedy["makespan"]), "stage": stage, "episode": step,
                                   "checkpoint": str(self.out / "policy_best.pt")}
                 save_checkpoint(self.out / "policy_best.pt", self._payload(stage, full=False))
+
+    def _keep_if_best(self, stage: str, step: int, info: dict[str, Any], makespan: float) -> None:
+        """Remember the episode's placement (assignment and SEL order) if it is the best so far on the
+        main graph (the incumbent that device-placement RL reports: Mirhoseini et al., ICML 2017)."""
+        if not makespan < self.best_found.get("makespan", math.inf) or "order" not in info:
+            return
+        if int(info.get("graph_id", -1)) != self._main_graph_id:
+            return
+        self.best_found = {"makespan": makespan, "stage": stage, "episode": step,
+                           "assignment": np.asarray(info["assignment"]).tolist(),
+                           "order": np.asarray(info["order"]).tolist()}
 
     def _global_episodes(self) -> int:
         return sum(p.episodes for p in self.progress.values())
@@ -291,6 +307,7 @@ class Trainer:
             payload["rng"] = rng_state()
             payload["trainer_rng"] = self.rng.bit_generator.state
             payload["best_eval"] = dict(self.best_eval)
+            payload["best_found"] = dict(self.best_found)
         return payload
 
     def checkpoint(self, stage: str) -> Path:

@@ -196,6 +196,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         rows.append((f"best checkpoint ({best['stage']}, episode {best['episode']}), greedy", best["greedy"]))
         if best.get("best_of_k") is not None:
             rows.append(("best checkpoint, best of K samples", best["best_of_k"]))
+    if summary.get("best_found"):
+        found = summary["best_found"]
+        rows.append((f"best placement found in training ({found['stage']}, episode {found['episode']})",
+                     found["makespan"]))
     rows += list(summary["baselines"].items())
     for name, ms in rows:
         table.add_row(name, f"{ms:.6g}", f"{ms / bound:.3f}" if bound else "-", f"{ms / cp:.3f}" if cp else "-")

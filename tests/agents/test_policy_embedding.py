@@ -134,3 +134,34 @@ def test_logits_and_values_share_one_encoding_and_match_the_separate_calls():
     only_logits, none = policy.logits_and_values(batch, values=False)
     assert none is None
     torch.testing.assert_close(only_logits, logits)
+
+
+def test_op_identity_features_are_fixed_per_op_id():
+    from agents.gnn import op_id_features
+
+    big = op_id_features(5000, 6)  # two seeded blocks of 4096 rows
+    assert big.shape == (5000, 6) and big.dtype == np.float32
+    np.testing.assert_array_equal(op_id_features(10, 6), big[:10])  # a row does not depend on n
+    assert abs(float(big.mean())) < 0.05 and 0.9 < float(big.std()) < 1.1
+    assert not np.allclose(big[:904], big[4096:5000])  # the second block has its own seed
+    assert len(np.unique(big.round(6), axis=0)) == 5000
+    assert not np.allclose(op_id_features(4, 3), op_id_features(4, 6)[:, :3])  # one table per width
+
+
+def test_identity_features_tell_apart_ops_that_structure_makes_equal():
+    import doppler_gym as dg
+
+    # two parallel ops 1 and 2 with the same costs between a source and a sink: identical for the GNN
+    graph = dg.DataflowGraph(src=np.array([0, 0, 1, 2]), dst=np.array([1, 2, 3, 3]), flops=np.array([1.0, 2, 2, 1]),
+                             out_bytes=np.array([1.0, 1, 1, 1]), units="paper")
+    env = make_env(graph=graph, topology=2)
+    batch = stack(collect(env, 1))
+    plain, with_ids = _policy(env), _policy(env, id_features=4)
+    with torch.no_grad():
+        emb = plain.features_extractor.static(batch).emb[0]
+        emb_ids = with_ids.features_extractor.static(batch).emb[0]
+    torch.testing.assert_close(emb[1], emb[2])
+    assert not torch.allclose(emb_ids[1], emb_ids[2])
+    assert with_ids.features_extractor.static.gnn.input[0].in_features == plain.features_extractor.static.gnn.input[0].in_features + 4
+    with pytest.raises(ValueError, match="id_features"):
+        StaticEncoder(id_features=-1)

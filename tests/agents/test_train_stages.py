@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from train_helpers import FAST, small_args
+
+from agents.training.rl import reinforce_advantages
 
 from agents.train import STAGE_WEIGHTS, TrainArgs, Trainer, read_metrics, summary_keys, train
 
@@ -47,6 +50,40 @@ def test_reinforce_runs_and_updates_per_batch(tmp_path) -> None:
     assert summary["stages"]["sim"]["episodes"] == 8 and summary["stages"]["sim"]["updates"] == 2
     rows = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "sim"]
     assert len(rows) == 2 and all("loss" in r and "baseline" in r for r in rows)
+
+
+def test_leave_one_out_advantages_by_hand() -> None:
+    returns = [np.array([-1.0, -1.0]), np.array([-2.0, -2.0, -2.0]), np.array([-3.0])]
+    loo = reinforce_advantages(returns, "batch", ema=0.0)  # baselines: mean of the others: -2.5, -2, -1.5
+    np.testing.assert_allclose(loo, [1.5, 1.5, 0.0, 0.0, 0.0, -1.5])
+    np.testing.assert_allclose(reinforce_advantages(returns, "ema", ema=-2.0), [1, 1, 0, 0, 0, -1])
+    assert abs(reinforce_advantages(returns, "batch", 0.0)[[0, 2, 5]].sum()) < 1e-12  # totals' advantages sum to 0
+    with pytest.raises(ValueError, match="2 or more"):
+        reinforce_advantages(returns[:1], "batch", ema=0.0)
+
+
+def test_reinforce_with_a_batch_baseline_learns_and_checks_its_batch(tmp_path) -> None:
+    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=8, algo="reinforce",
+                      reinforce_baseline="batch", episodes_per_update=4)
+    summary = train(args)
+    assert summary["stages"]["sim"]["updates"] == 2
+    rows = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "sim"]
+    assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
+    with pytest.raises(ValueError, match="episodes_per_update >= 2"):
+        small_args(tmp_path, algo="reinforce", reinforce_baseline="batch", episodes_per_update=1).validate()
+    with pytest.raises(ValueError, match="'ema' or 'batch'"):
+        small_args(tmp_path, reinforce_baseline="mean").validate()
+
+
+def test_the_best_placement_found_in_training_is_kept_and_replays(tmp_path) -> None:
+    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=8, sim_episodes=8, episodes_per_update=4))
+    episodes = [r for r in read_metrics(tmp_path) if r["kind"] == "episode"]
+    best = summary["best_found"]
+    assert best["training_makespan"] == min(r["makespan"] for r in episodes)
+    assert best["makespan"] == pytest.approx(best["training_makespan"], rel=1e-12)  # replayed in the simulator
+    first = next(r for r in episodes if r["makespan"] == best["training_makespan"])
+    assert (best["stage"], best["episode"]) == (first["stage"], first["step"])
+    assert len(best["assignment"]) == 12 and sorted(best["order"]) == list(range(12))
 
 
 def test_budget_shares_follow_the_stage_weights(tmp_path) -> None:
