@@ -47,6 +47,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -308,24 +309,35 @@ class SelHead(nn.Module):
 class PlcHead(nn.Module):
     """PLC scorer, shared across devices.
 
+    ``MLP(op + devsum_d + R (devsum_d - mean devsum) + W dev_in_d)``, plus with ``affinity`` the
+    bilinear term ``(Q op) . (devsum_d - mean devsum)``: since ``devsum_d`` sums the ops on ``d``,
+    it is the selected op's summed pairwise affinity ``sum_u q_v . u`` to the ops already on ``d``,
+    relative to the other devices (a pointer-style match that an additive MLP only approximates:
+    "put me with my kin").
+
     Shapes:
         op_static: ``(b, d)``; devsum: ``(b, D, d)``; dev_in: ``(b, D, N_DEV_INPUTS)``;
         dev_valid: ``(b, D) bool``; returns ``(b, D)``.
     """
 
-    def __init__(self, d: int) -> None:
+    def __init__(self, d: int, affinity: bool = False) -> None:
         super().__init__()
         self.dev = nn.Linear(N_DEV_INPUTS, d, bias=False)
         self.rel = nn.Linear(d, d, bias=False)
         self.tail = _mlp_tail(d)
+        self.query = nn.Linear(d, d, bias=False) if affinity else None
 
     def forward(
         self, op_static: th.Tensor, devsum: th.Tensor, dev_in: th.Tensor, dev_valid: th.Tensor
     ) -> th.Tensor:
         m = dev_valid.unsqueeze(-1).to(devsum.dtype)
         mean = (devsum * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
-        h = op_static.unsqueeze(1) + devsum + self.rel((devsum - mean) * m) + self.dev(dev_in)
-        return self.tail(h).squeeze(-1)
+        rel = (devsum - mean) * m
+        h = op_static.unsqueeze(1) + devsum + self.rel(rel) + self.dev(dev_in)
+        score = self.tail(h).squeeze(-1)
+        if self.query is not None:
+            score = score + (rel * self.query(op_static).unsqueeze(1)).sum(-1) * math.sqrt(rel.shape[-1])
+        return score
 
 
 class DopplerPolicy(MaskableActorCriticPolicy):
@@ -347,6 +359,8 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             ICLR 2019: C = 10); ``None`` = raw scores. Unbounded, imitation on the critical-path
             teacher drove them to 1e3-1e4 (top-two gaps in the thousands on paper/ffnn): a
             softmax that samples its argmax, so RL saw no other action and got no gradient.
+        plc_affinity: add the PLC head's bilinear affinity term between the selected op and the
+            ops already on each device (:class:`PlcHead`); default off.
         optimizer_class, optimizer_kwargs: as in SB3 (Adam with eps=1e-5 by default).
         features_extractor_kwargs: alternative way to give the four sizes above (what SB3 saves).
         net_arch, activation_fn, features_extractor_class, share_features_extractor,
@@ -371,6 +385,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         id_features: int | None = None,
         ortho_init: bool = True,
         logit_clip: float | None = LOGIT_CLIP,
+        plc_affinity: bool = False,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         features_extractor_kwargs: dict[str, Any] | None = None,
@@ -397,6 +412,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         if logit_clip is not None and not logit_clip > 0:
             raise ValueError(f"DopplerPolicy: logit_clip must be > 0 or None, got {logit_clip}")
         self.logit_clip = None if logit_clip is None else float(logit_clip)
+        self.plc_affinity = bool(plc_affinity)
         if optimizer_kwargs is None and optimizer_class is th.optim.Adam:
             optimizer_kwargs = {"eps": 1e-5, "foreach": True}  # SB3's eps; foreach: one fused step
         n_pad = observation_space["op_features"].shape[0] + observation_space["device_features"].shape[0]
@@ -425,7 +441,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         ext = self.features_extractor
         d = ext.head_dim
         self.sel_head = SelHead(d)
-        self.plc_head = PlcHead(d)
+        self.plc_head = PlcHead(d, affinity=self.plc_affinity)
         self.value_net = nn.Sequential(
             nn.Linear(ext.features_dim, 2 * d),
             nn.LeakyReLU(0.1),
@@ -446,6 +462,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         for key in ("net_arch", "activation_fn", "features_extractor_class"):
             data.pop(key, None)
         data["logit_clip"] = self.logit_clip
+        data["plc_affinity"] = self.plc_affinity
         return data
 
     def _clip(self, scores: th.Tensor) -> th.Tensor:

@@ -18,10 +18,13 @@ Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
    masked distribution (both heads alike), smoothed towards the uniform distribution over the valid
    actions by ``il_label_smoothing`` (so the policy still samples other actions in stage 2), minus
    ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
-   (so the critic is warm for stage 2).
+   (so the critic is warm for stage 2). ``il_teacher="search"`` swaps the PLC teacher for a
+   local-search placement of the graph (:mod:`agents.training.teacher`), so imitation is no longer
+   capped at the heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
-   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a moving-average baseline, on
+   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a moving-average baseline
+   (or, ``reinforce_baseline="batch"``, the leave-one-out mean of the update's episodes), on
    sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
    ``rl_lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
 3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
@@ -59,9 +62,13 @@ Modules (one job each):
 - ``metrics``: stage counters, ``metrics.jsonl`` + TensorBoard, progress bars;
 - ``buffer``: the imitation :class:`StateBuffer`;
 - ``rollout``: lockstep greedy / sampled / DAgger episodes, :func:`decode`;
+- ``teacher``: the imitation teachers (critical path, or a search placement relabelled per state);
 - ``imitation``: stage 1 (the loss and the loop); ``rl``: stages 2 and 3 (MaskablePPO, REINFORCE);
 - ``evaluate``: greedy and best-of-K decodes on any graph, held-out rows;
 - ``summary``: the final evaluation and ``summary.json``; ``trainer``: :class:`Trainer`, :func:`train`.
+
+Besides the greedy and best-of-K decodes, the summary keeps ``best_found``: the best placement any
+training episode produced on the main graph (the incumbent that device-placement RL reports).
 
 ``agents.train`` re-exports every public name (``from agents.train import TrainArgs, Trainer, train``).
 

@@ -100,6 +100,13 @@ class TrainArgs:
     """Label smoothing of the imitation loss (:func:`agents.training.imitation.imitation_loss`): keeps
     every valid action's probability above zero, so the sampled episodes of the RL stages differ from
     the teacher's (0: the policy copies the teacher's argmax and samples only among exact ties)."""
+    il_teacher: str = "critical_path"
+    """Whom imitation copies: ``critical_path`` (DOPPLER's teacher) or ``search`` (PLC follows the
+    local-search placement found from the critical-path and HEFT ones; one graph only): see
+    :mod:`agents.training.teacher`."""
+    il_teacher_evals: int = 200_000
+    """Simulated neighbours of the search teacher's local search (a count, not seconds: the same
+    target on every machine)."""
     il_vf_coef: float = 0.5
     """Weight of the value regression on episode returns (warms the critic for RL; 0 = off)."""
 
@@ -204,6 +211,13 @@ class TrainArgs:
                 raise ValueError(f"{s}_episodes must be an integer >= 0, got {n!r}")
         if self.algo not in ("ppo", "reinforce"):
             raise ValueError(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
+        if self.il_teacher not in ("critical_path", "search"):
+            raise ValueError(f"il_teacher must be 'critical_path' or 'search', got {self.il_teacher!r}")
+        if self.il_teacher == "search" and (self.graph == MIX or self.learn != "both"):
+            raise ValueError("il_teacher='search' imitates one placement of one graph with both decisions learned: "
+                             "give a single graph and learn='both' (or use il_teacher='critical_path')")
+        if self.il_teacher_evals < 1:
+            raise ValueError(f"il_teacher_evals must be >= 1, got {self.il_teacher_evals}")
         if self.reinforce_baseline not in ("ema", "batch"):
             raise ValueError(f"reinforce_baseline must be 'ema' or 'batch', got {self.reinforce_baseline!r}")
         if self.algo == "reinforce" and self.reinforce_baseline == "batch" and self.episodes_per_update < 2:

@@ -1,4 +1,5 @@
-"""Stage 1: DAgger imitation of the critical-path teacher (the loss and the stage loop)."""
+"""Stage 1: DAgger imitation of the critical-path teacher, or of a search placement (the loss and the
+stage loop; the teachers are in :mod:`agents.training.teacher`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agents.training.instance import make_stage_env
 from agents.training.metrics import StageBar
 from agents.training.policies import NEG, action_logits, masked_logits, obs_to_tensors
 from agents.training.rollout import rollout
+from agents.training.teacher import AssignmentTeacher
 
 if TYPE_CHECKING:
     from agents.training.trainer import Trainer
@@ -58,9 +60,12 @@ def imitation_loss(
 
 
 def run_imitation(trainer: Trainer) -> None:
-    """DAgger on the critical-path teacher's action sets (see the module docstring)."""
+    """DAgger on the teacher's action sets (``args.il_teacher``; see the module docstring)."""
     args, prog, policy = trainer.args, trainer.progress["il"], trainer.policy
     envs = [make_stage_env(args, trainer.inst, "il") for _ in range(args.il_envs)]
+    if args.il_teacher == "search":
+        teacher = trainer.search_teacher()
+        envs = [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
     buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.il_lr)
     if trainer.resumed is not None and trainer.resumed.get("stage") == "il":

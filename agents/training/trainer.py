@@ -36,6 +36,7 @@ from agents.training.policies import (
 from agents.training.rl import run_ppo, run_reinforce
 from agents.training.rollout import decode
 from agents.training.summary import write_summary
+from agents.training.teacher import devices_interchangeable
 
 
 class Trainer:
@@ -74,6 +75,7 @@ class Trainer:
         self.best_eval: dict[str, Any] = {}  # the best periodic greedy evaluation (policy_best.pt)
         self.best_found: dict[str, Any] = {}  # the best placement of any training episode on the main graph
         self._main_graph_id = -1  # set from the eval env at the start of run()
+        self.teacher: dict[str, Any] = {}  # the search teacher's placement (il_teacher="search")
 
         if resume is not None:
             payload = resume
@@ -86,6 +88,7 @@ class Trainer:
             self.rng.bit_generator.state = payload["trainer_rng"]
             self.best_eval = dict(payload.get("best_eval") or {})
             self.best_found = dict(payload.get("best_found") or {})
+            self.teacher = dict(payload.get("teacher") or {})
             self.resumed = payload
         elif init is not None:
             payload = init
@@ -267,6 +270,23 @@ class Trainer:
                                   "checkpoint": str(self.out / "policy_best.pt")}
                 save_checkpoint(self.out / "policy_best.pt", self._payload(stage, full=False))
 
+    def search_teacher(self) -> dict[str, Any]:
+        """The search teacher's placement (computed once, then kept, also across a resume):
+        ``assignment``, ``makespan``, ``evals``, ``seconds`` and ``interchangeable`` (devices)."""
+        if not self.teacher:
+            from doppler_gym import baselines
+
+            inst, args = self.inst, self.args
+            cp = baselines.run("critical_path", inst.graph, inst.topology, inst.config, seed=args.seed)
+            heft = baselines.run("heft", inst.graph, inst.topology, inst.config)
+            found = baselines.run("local_search", inst.graph, inst.topology, inst.config, seed=args.seed,
+                                  seconds=None, max_evals=args.il_teacher_evals, starts=[cp, heft])
+            self.teacher = {"name": "search", "assignment": np.asarray(found.assignment).tolist(),
+                            "makespan": float(found.makespan), "evals": args.il_teacher_evals,
+                            "seconds": round(found.seconds, 3),
+                            "interchangeable": devices_interchangeable(inst.topology, inst.config)}
+        return self.teacher
+
     def _keep_if_best(self, stage: str, step: int, info: dict[str, Any], makespan: float) -> None:
         """Remember the episode's placement (assignment and SEL order) if it is the best so far on the
         main graph (the incumbent that device-placement RL reports: Mirhoseini et al., ICML 2017)."""
@@ -308,6 +328,7 @@ class Trainer:
             payload["trainer_rng"] = self.rng.bit_generator.state
             payload["best_eval"] = dict(self.best_eval)
             payload["best_found"] = dict(self.best_found)
+            payload["teacher"] = dict(self.teacher)
         return payload
 
     def checkpoint(self, stage: str) -> Path:

@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="continue from DIR/checkpoint.pt (counters, optimizer, RNG, imitation buffer)")
     p.add_argument("--algo", choices=("ppo", "reinforce"), default="ppo",
                    help="RL algorithm of the sim and real stages (default ppo: MaskablePPO)")
+    p.add_argument("--il-teacher", choices=("critical_path", "search"), default="critical_path",
+                   help="whom imitation copies: the critical-path heuristic (DOPPLER, default) or a local-search "
+                   "placement of GRAPH (one graph only; see agents.training.teacher)")
     p.add_argument("--policy", default="auto", metavar="CLASS",
                    help="auto (agents.policy.DopplerPolicy when available, else MultiInputPolicy), "
                    "MultiInputPolicy, DopplerPolicy or module:Class")
@@ -134,6 +137,7 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
         "stages": tuple(s.strip() for s in args.stages.split(",") if s.strip()), "out": args.out, "seed": args.seed,
         "budget_minutes": args.budget_minutes, "il_episodes": episodes.get("il"), "sim_episodes": episodes.get("sim"),
         "real_episodes": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
+        "il_teacher": args.il_teacher,
         "policy": args.policy, "policy_kwargs": _json_arg("--policy-kwargs", args.policy_kwargs),
         "real_env_id": args.real_env, "real_env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
         "sample_decodes": args.sample_decodes, "baseline_seconds": args.baseline_seconds,

@@ -287,6 +287,12 @@ class PlacementEnv(gym.Env):
         return self._selected
 
     @property
+    def assignment(self) -> np.ndarray:
+        """``(n_ops,) int64`` the device of each op placed so far, -1 for the others (a copy)."""
+        n = 0 if self._ctx is None else self._ctx.n_ops
+        return self._obs.op_device[:n].copy()
+
+    @property
     def estimate(self) -> EstimatedSchedule | None:
         """The estimated schedule of the ops placed so far (do not modify)."""
         return self._es

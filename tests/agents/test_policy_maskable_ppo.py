@@ -10,7 +10,7 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.policy import NEG, DopplerExtractor, DopplerPolicy, transfer_objects
+from agents.policy import NEG, DopplerExtractor, DopplerPolicy, PlcHead, transfer_objects
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = {"hidden_dim": 32, "n_layers": 2, "head_dim": 32}
@@ -72,6 +72,40 @@ def test_scores_are_bounded_by_logit_clip():
     assert clipped._get_constructor_parameters()["logit_clip"] == 10.0
     with pytest.raises(ValueError, match="logit_clip must be > 0"):
         DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, logit_clip=0.0, **SMALL)
+
+
+def test_plc_affinity_is_the_bilinear_match_with_the_ops_on_each_device():
+    torch.manual_seed(0)
+    d, n_dev = 8, 4
+    plain, head = PlcHead(d), PlcHead(d, affinity=True)
+    assert plain.query is None
+    head.load_state_dict({**plain.state_dict(), **{k: v for k, v in head.state_dict().items() if k.startswith("query")}})
+    op, devsum, dev_in = torch.randn(2, d), torch.randn(2, n_dev, d), torch.randn(2, n_dev, 15)
+    valid = torch.tensor([[True] * 4, [True, True, True, False]])
+    got = head(op, devsum, dev_in, valid) - plain(op, devsum, dev_in, valid)
+    for b in range(2):  # by hand: (Q op) . (devsum_d - mean over the real devices) * sqrt(d)
+        m = valid[b]
+        rel = devsum[b][m] - devsum[b][m].mean(0)
+        want = rel @ head.query.weight.matmul(op[b]) * d**0.5
+        torch.testing.assert_close(got[b][m], want, rtol=1e-5, atol=1e-5)
+    perm = torch.tensor([2, 0, 3, 1])  # one scorer shared across devices: permuting devices permutes scores
+    full = torch.ones(2, n_dev, dtype=torch.bool)
+    torch.testing.assert_close(head(op, devsum[:, perm], dev_in[:, perm], full), head(op, devsum, dev_in, full)[:, perm])
+
+
+def test_policy_options_survive_save_transfer_and_load(tmp_path):
+    env4, env8 = make_env(topology=4), make_env(topology=8)
+    policy = DopplerPolicy(env4.observation_space, env4.action_space, lambda _: 1e-3, plc_affinity=True, id_features=4,
+                           **SMALL)
+    params = policy._get_constructor_parameters()
+    assert params["plc_affinity"] is True and params["features_extractor_kwargs"]["id_features"] == 4
+    moved = policy.transfer_to(env8)
+    assert moved.plc_head.query is not None and moved.features_extractor.static.id_features == 4
+    model = MaskablePPO(DopplerPolicy, DummyVecEnv([lambda: env4]), policy_kwargs={**SMALL, "plc_affinity": True},
+                        n_steps=8, batch_size=8, seed=0, device="cpu")
+    model.save(tmp_path / "m.zip")
+    loaded = MaskablePPO.load(tmp_path / "m.zip", device="cpu")
+    assert loaded.policy.plc_affinity and loaded.policy.plc_head.query is not None
 
 
 def test_imitation_cross_entropy_on_teacher_masks_trains():

@@ -14,7 +14,8 @@ def test_train_then_eval_policy(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     rc = main(["train", *SMALL, "--stages", "il,sim", "--episodes", "il=8,sim=4", "--out", str(out),
                "--seed", "3", "--no-progress", "--no-tensorboard", "--baseline-seconds", "0.2",
-               "--sample-decodes", "2", "--set", "il_envs=4", "--set", "eval_every_episodes=0"])
+               "--sample-decodes", "2", "--set", "il_envs=4", "--set", "eval_every_episodes=0",
+               "--il-teacher", "search", "--set", "il_teacher_evals=500"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "learned policy (greedy)" in printed and "critical_path" in printed
@@ -26,6 +27,7 @@ def test_train_then_eval_policy(tmp_path, capsys) -> None:
     for stage in ("il", "sim"):
         assert {"episodes", "seconds", "seconds_per_episode"} <= set(summary["stages"][stage])
     assert summary["stages"]["il"]["episodes"] == 8 and summary["seed"] == 3
+    assert summary["il_teacher"]["evals"] == 500 and summary["il_teacher"]["makespan"] <= summary["critical_path"]
 
     rc = main(["eval", *SMALL, "--baselines", "critical_path,random", "--budget-seconds", "0.2",
                "--policy", str(out / "checkpoint.pt"), "--out", str(tmp_path / "eval")])

@@ -1,0 +1,120 @@
+"""Imitation teachers: the critical-path heuristic (the env's own) or a fixed search placement.
+
+``TrainArgs.il_teacher``:
+
+- ``"critical_path"`` (DOPPLER's stage 1): ``env.teacher_mask()``, the max-b-level ready ops in
+  SEL and the earliest-start devices in PLC. Imitation can at best copy the heuristic.
+- ``"search"``: the placement that local search finds from the critical-path and HEFT placements
+  (:func:`doppler_gym.baselines.local_search`, ``il_teacher_evals`` simulated neighbours: the same
+  target on every machine) is the PLC target; SEL stays the critical-path teacher's (under the
+  reference model's FIFO queues the SEL order does not change the makespan, only what the policy
+  has seen when it places each op). Expert-iteration style (Anthony, Tian & Barber, NeurIPS 2017):
+  a slow planner's placement becomes a fast policy's.
+
+When the devices are interchangeable (the raw cost model, or identical devices and links), any
+relabelling of the target's devices is as good as the target. :class:`AssignmentTeacher` then
+names, at each PLC step, the devices that the best relabelling of the target to the ops placed so
+far (a maximum matching of the overlap counts) gives the selected op, so a learner's roll-in that
+put the first ops elsewhere still gets consistent labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from doppler_gym.envs.observation import PLC
+from doppler_gym.envs.placement import PlacementEnv
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.types import Topology
+
+TEACHERS = ("critical_path", "search")
+
+
+def devices_interchangeable(topology: Topology, config: SimConfig) -> bool:
+    """Whether every permutation of the devices leaves every makespan unchanged: the raw cost model
+    (the reference simulator ignores the figures), or equal speeds and memories and one bandwidth
+    and one latency between every pair of distinct devices."""
+    if config.cost_model == "raw":
+        return True
+    off = ~np.eye(topology.n_devices, dtype=bool)
+    same = lambda a: bool(np.all(a == a.flat[0])) if a.size else True  # noqa: E731
+    return (same(topology.speed) and same(topology.memory) and same(topology.bandwidth[off])
+            and same(topology.latency[off]))
+
+
+def relabelled_targets(target: np.ndarray, placed: np.ndarray, op: int, n_devices: int) -> np.ndarray:
+    """The devices ``op`` may go to under the best relabellings of ``target`` to the placement so far.
+
+    Args:
+        target: ``(n_ops,)`` the target assignment.
+        placed: ``(n_ops,)`` the devices of the ops placed so far, -1 elsewhere.
+        op: the op being placed.
+        n_devices: ``D``.
+
+    Returns:
+        ``(k,) int64`` sorted devices ``j`` such that some permutation ``pi`` of the devices with
+        ``pi(target[op]) = j`` agrees with ``placed`` on as many placed ops as the best permutation
+        does (all ``D`` devices before anything is placed).
+    """
+    mask = placed >= 0
+    overlap = np.zeros((n_devices, n_devices))
+    np.add.at(overlap, (target[mask], placed[mask]), 1.0)
+    rows, cols = linear_sum_assignment(overlap, maximize=True)
+    best = overlap[rows, cols].sum()
+    out = []
+    src = int(target[op])
+    for j in range(n_devices):
+        forced = overlap.copy()
+        forced[src, :] = -1e9
+        forced[:, j] = -1e9
+        forced[src, j] = overlap[src, j]
+        r, c = linear_sum_assignment(forced, maximize=True)
+        if forced[r, c].sum() >= best - 1e-9:
+            out.append(j)
+    return np.asarray(out, np.int64)
+
+
+class AssignmentTeacher(gym.Wrapper):
+    """``teacher_mask()`` that follows a fixed target assignment in PLC (see the module docstring).
+
+    Args:
+        env: a ``Doppler-Sim-v0`` env on the target's graph (``unwrapped`` a :class:`PlacementEnv`).
+        target: ``(n_ops,)`` device of each op.
+        interchangeable: relabel the target's devices to the placement so far
+            (:func:`relabelled_targets`); else the PLC label is ``target[op]`` itself.
+    """
+
+    def __init__(self, env: gym.Env, target: np.ndarray, interchangeable: bool) -> None:
+        super().__init__(env)
+        base = env.unwrapped
+        if not isinstance(base, PlacementEnv):
+            raise TypeError(f"AssignmentTeacher wraps a PlacementEnv, got {type(base).__name__}")
+        self.target = np.asarray(target, np.int64)
+        self.interchangeable = bool(interchangeable)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        n = self.env.unwrapped.context.n_ops
+        if n != self.target.size:
+            raise ValueError(f"AssignmentTeacher: the target places {self.target.size} ops, the episode's graph "
+                             f"has {n}; a search teacher needs one graph (not a mix)")
+        return obs, info
+
+    def teacher_mask(self) -> np.ndarray:
+        """``(max_ops + max_devices,) int8``: the critical-path SEL set, or the target's PLC device(s)."""
+        base = self.env.unwrapped
+        mask = base.teacher_mask()
+        if base.phase != PLC or base.episode_over:
+            return mask
+        op = base.selected_op
+        if self.interchangeable:
+            devices = relabelled_targets(self.target, base.assignment, op, base.context.n_devices)
+        else:
+            devices = self.target[op : op + 1]
+        mask[base.max_ops :] = 0
+        mask[base.max_ops + devices] = 1
+        return mask
