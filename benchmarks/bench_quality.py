@@ -5,6 +5,9 @@ Run from the repository root (long: about ``len(graphs) x (minutes + 2 x ablatio
 
     nice -n 5 python benchmarks/bench_quality.py --minutes 5 --ablation-minutes 2 > out/bench_quality.log 2>&1
     python benchmarks/bench_quality.py --report          # the table from out/bench_quality/results.json
+    python benchmarks/bench_quality.py --only doppler --minutes 6 --out out/bq_search --train-json \
+        '{"il_teacher": "search", "policy_kwargs": {"id_features": 16, "plc_affinity": true},
+          "rl_lr": 1e-4, "rl_lr_final": 1e-5, "target_kl": 0.01}'   # imitating a search placement
 
 Per graph (paper/chainmm, paper/ffnn, paper/llama-block, paper/llama-layer; 4 devices; the reference
 simulator, paper units):
