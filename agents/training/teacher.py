@@ -41,9 +41,12 @@ def devices_interchangeable(topology: Topology, config: SimConfig) -> bool:
     if config.cost_model == "raw":
         return True
     off = ~np.eye(topology.n_devices, dtype=bool)
-    same = lambda a: bool(np.all(a == a.flat[0])) if a.size else True  # noqa: E731
-    return (same(topology.speed) and same(topology.memory) and same(topology.bandwidth[off])
-            and same(topology.latency[off]))
+    return all(_all_equal(a) for a in (topology.speed, topology.memory, topology.bandwidth[off],
+                                       topology.latency[off]))
+
+
+def _all_equal(values: np.ndarray) -> bool:
+    return values.size == 0 or bool(np.all(values == values.flat[0]))
 
 
 def relabelled_targets(target: np.ndarray, placed: np.ndarray, op: int, n_devices: int) -> np.ndarray:
