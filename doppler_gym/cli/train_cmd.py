@@ -204,6 +204,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         found = summary["best_found"]
         rows.append((f"best placement found in training ({found['stage']}, episode {found['episode']})",
                      found["makespan"]))
+    if summary.get("il_teacher"):
+        teacher = summary["il_teacher"]
+        rows.append((f"imitation teacher (local search, {teacher['evals']} evaluations)", teacher["makespan"]))
     rows += list(summary["baselines"].items())
     for name, ms in rows:
         table.add_row(name, f"{ms:.6g}", f"{ms / bound:.3f}" if bound else "-", f"{ms / cp:.3f}" if cp else "-")

@@ -19,7 +19,7 @@ def test_train_then_eval_policy(tmp_path, capsys) -> None:
     assert rc == 0
     printed = capsys.readouterr().out
     assert "learned policy (greedy)" in printed and "critical_path" in printed
-    assert "best placement found in training" in printed
+    assert "best placement found in training" in printed and "imitation teacher (local search" in printed
     summary = json.loads((out / "summary.json").read_text())
     for key in (*summary_keys(), "lower_bound", "baselines", "stages"):
         assert key in summary, key
