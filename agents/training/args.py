@@ -13,6 +13,7 @@ from agents.training.graphs import MIX
 from doppler_gym.envs.registration import REAL_ENV_ID
 
 STAGES = ("il", "sim", "real")
+TEACHERS = ("critical_path", "search")  # il_teacher values (agents.training.teacher)
 STAGE_WEIGHTS = {"il": 1.0, "sim": 3.0, "real": 2.0}  # budget shares (normalised over the stages to run)
 DEFAULT_EPISODES = {"il": 300, "sim": 1000, "real": 200}  # per stage, when neither episodes nor a budget is set
 
@@ -211,8 +212,8 @@ class TrainArgs:
                 raise ValueError(f"{s}_episodes must be an integer >= 0, got {n!r}")
         if self.algo not in ("ppo", "reinforce"):
             raise ValueError(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
-        if self.il_teacher not in ("critical_path", "search"):
-            raise ValueError(f"il_teacher must be 'critical_path' or 'search', got {self.il_teacher!r}")
+        if self.il_teacher not in TEACHERS:
+            raise ValueError(f"il_teacher must be one of {', '.join(TEACHERS)}, got {self.il_teacher!r}")
         if self.il_teacher == "search" and (self.graph == MIX or self.learn != "both"):
             raise ValueError("il_teacher='search' imitates one placement of one graph with both decisions learned: "
                              "give a single graph and learn='both' (or use il_teacher='critical_path')")

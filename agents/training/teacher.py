@@ -31,9 +31,6 @@ from doppler_gym.envs.placement import PlacementEnv
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
-TEACHERS = ("critical_path", "search")
-
-
 def devices_interchangeable(topology: Topology, config: SimConfig) -> bool:
     """Whether every permutation of the devices leaves every makespan unchanged: the raw cost model
     (the reference simulator ignores the figures), or equal speeds and memories and one bandwidth
@@ -110,14 +107,13 @@ class AssignmentTeacher(gym.Wrapper):
     def teacher_mask(self) -> np.ndarray:
         """``(max_ops + max_devices,) int8``: the critical-path SEL set, or the target's PLC device(s)."""
         base = self.env.unwrapped
-        mask = base.teacher_mask()
         if base.phase != PLC or base.episode_over:
-            return mask
+            return base.teacher_mask()
+        mask = np.zeros(base.max_ops + base.max_devices, np.int8)
         op = base.selected_op
         if self.interchangeable:
             devices = relabelled_targets(self.target, base.assignment, op, base.context.n_devices)
         else:
             devices = self.target[op : op + 1]
-        mask[base.max_ops :] = 0
         mask[base.max_ops + devices] = 1
         return mask
