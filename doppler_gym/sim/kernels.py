@@ -42,6 +42,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from doppler_gym.sim.list_kernel import alloc_list_workspace, run_list
+
 INPUTS_READY = 0
 STARTED = 1  # only for ops of zero duration; others start virtually
 COMPUTED = 2
@@ -61,7 +63,9 @@ M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14,
 M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
 M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (topology=None)
 M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time, same-device ones too (teccl)
-META_LEN = 27
+M_SUCC_DST = 27  # consumer of each CSR out-edge slot (the list kernel's successor array)
+M_LIST = 28  # 1 = the list kernel applies: one stream, FIFO queues, ideal p2p links, every op with work
+META_LEN = 29
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -582,17 +586,44 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 
 
 @njit(cache=True)
+def list_problem(meta, ints, floats):
+    """The packed problem's arrays in :func:`~doppler_gym.sim.list_kernel.run_list`'s order."""
+    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    o = meta[M_SUCC_PTR]
+    succ_ptr = ints[o : o + n + 1]
+    o = meta[M_SUCC_DST]
+    succ_dst = ints[o : o + n_edges]
+    o = meta[M_SUCC_EDGE]
+    succ_edge = ints[o : o + n_edges]
+    o = meta[M_INDEG]
+    in_degree = ints[o : o + n]
+    o = meta[M_COMP]
+    comp = floats[o : o + n]
+    o = meta[M_SIZE]
+    size = floats[o : o + n]
+    o = meta[M_INV_SPEED]
+    inv_speed = floats[o : o + n_dev]
+    o = meta[M_PAIR_LAT]
+    pair_latency = floats[o : o + n_dev * n_dev]
+    o = meta[M_PAIR_INV_BW]
+    pair_inv_bw = floats[o : o + n_dev * n_dev]
+    return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
+
+
+@njit(cache=True)
 def run_packed(meta, ints, floats, assignment, times):
-    """:func:`run` on a fresh workspace, the per-op rows taken from ``floats`` (offsets ``meta[M_PRIO]``,
-    ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments, since Numba's dispatch
-    costs about as much per argument as simulating an op. ``times`` stay in internal units
+    """One assignment of a packed problem on a fresh workspace, the per-op rows taken from ``floats``
+    (offsets ``meta[M_PRIO]``, ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments,
+    since Numba's dispatch costs about as much per argument as simulating an op. Runs the list
+    kernel where ``meta[M_LIST]`` allows it (the event loop :func:`run` when an op's duration
+    rounds to zero there), else :func:`run`. ``times`` stay in internal units
     (:class:`~doppler_gym.sim.trace.Trace` divides them when first read); the returned makespan
     is divided. ``assignment`` (int32 or int64) is checked
     first: ``-1.0`` is returned, nothing simulated, when a device lies outside ``[0, M_D)`` (or,
     with ``meta[M_EXACT_DEVICES]``, when device ``M_D - 1`` is unused)."""
-    n, n_edges = meta[M_N], meta[M_E]
+    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
     low, high = value_range(assignment)
-    if low < 0 or high >= meta[M_D] or (meta[M_EXACT_DEVICES] != 0 and high + 1 != meta[M_D]):
+    if low < 0 or high >= n_dev or (meta[M_EXACT_DEVICES] != 0 and high + 1 != n_dev):
         return -1.0  # not this problem's devices: the caller checks and reports
     o = meta[M_PRIO]
     priority = floats[o : o + n]
@@ -600,6 +631,14 @@ def run_packed(meta, ints, floats, assignment, times):
     comp_factor = floats[o : o + n]
     o = meta[M_EDGE_FACTOR]
     edge_factor = floats[o : o + n_edges]
+    if meta[M_LIST] != 0:
+        makespan = run_list(
+            *list_problem(meta, ints, floats), comp_factor, edge_factor, assignment, n_dev,
+            times[0:n], times[n : 2 * n], times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :],
+            alloc_list_workspace(n, n_dev),
+        )
+        if makespan >= 0.0:
+            return makespan / floats[meta[M_DIV]]
     return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
@@ -608,17 +647,32 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
     """Run ``B`` assignments in parallel (``prange`` over chunks, one workspace per chunk).
 
     ``priority`` is ``(P, n)`` and the factors ``(J, n)``/``(J, E)`` with ``P, J`` in ``{1, B}``:
-    row ``b % P`` serves assignment ``b``. Fills ``makespans`` ``(B,)``.
+    row ``b % P`` serves assignment ``b``. Fills ``makespans`` ``(B,)``. Uses the list kernel
+    where ``meta[M_LIST]`` allows it, as :func:`run_packed` does.
     """
     n_batch = assignments.shape[0]
     n_chunks = min(n_batch, 64)
-    n_times = 2 * meta[M_N] + 2 * meta[M_E]
+    n, n_dev = meta[M_N], meta[M_D]
+    n_times = 2 * n + 2 * meta[M_E]
+    use_list = meta[M_LIST] != 0
+    divisor = floats[meta[M_DIV]]
     for c in prange(n_chunks):
         ws = alloc_workspace(meta)
         times = np.empty(n_times, np.float64)
+        problem = list_problem(meta, ints, floats)
+        list_ws = alloc_list_workspace(n if use_list else 0, n_dev)
+        none = np.empty(0, np.float64)
         for b in range(c, n_batch, n_chunks):
             jr = b % comp_factor.shape[0]
-            makespans[b] = run(
-                meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
-                assignments[b], times, ws,
-            )
+            makespan = -1.0
+            if use_list:
+                makespan = run_list(
+                    *problem, comp_factor[jr], edge_factor[jr], assignments[b], n_dev, none, none, none, none, list_ws
+                )
+            if makespan >= 0.0:
+                makespans[b] = makespan / divisor
+            else:
+                makespans[b] = run(
+                    meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
+                    assignments[b], times, ws,
+                )

@@ -56,6 +56,19 @@ def device_tables(topology: Topology | None, n_devices: int, cost_model: str) ->
     return 1.0 / speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw
 
 
+def list_kernel_applies(graph: DataflowGraph, config: SimConfig) -> bool:
+    """Whether :mod:`doppler_gym.sim.list_kernel` simulates this problem exactly: one stream per
+    device, FIFO queues, ideal point-to-point links, and work on every op (an op of zero duration
+    can become ready at the instant it was requested, which the list kernel's order assumes away)."""
+    return (
+        config.streams == 1
+        and config.queue_order == "fifo"
+        and config.link_model == "ideal"
+        and config.multicast == "p2p"
+        and bool(np.all(graph.flops > 0))
+    )
+
+
 @lru_cache(maxsize=64)
 def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:
     """``(meta, ints, floats)`` for :func:`doppler_gym.sim.kernels.run`; read-only, cached."""
@@ -63,7 +76,10 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     inv_speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
         topo_key, n_devices, config.cost_model
     )
-    int_parts = [graph.succ_ptr, graph.succ_edge, graph.src, graph.dst, graph.in_degree, route_ptr, route_link]
+    int_parts = [
+        graph.succ_ptr, graph.succ_edge, graph.src, graph.dst, graph.in_degree, route_ptr, route_link,
+        graph.succ,
+    ]
     float_parts = [
         graph.flops, graph.out_bytes, inv_speed, latency, bandwidth, pair_latency, pair_inv_bw,
         np.array([config.time_divisor]),
@@ -79,8 +95,10 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     meta[K.M_PRIORITY] = config.queue_order == "priority"
     meta[K.M_MAX_HOPS] = max_hops
     meta[K.M_EDGE_TIMES] = config.multicast == "teccl"  # the edge row then holds times: filled per call
+    meta[K.M_LIST] = list_kernel_applies(graph, config)
     for slot, off in zip(
-        (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK), int_off
+        (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK, K.M_SUCC_DST),
+        int_off,
     ):
         meta[slot] = off
     float_slots = (
