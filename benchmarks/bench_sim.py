@@ -23,6 +23,12 @@ among the previous ``--window`` ops), 4 devices, random assignment, single calls
 (``SimConfig()``, uniform topology) and in the reference mode; ms per call and ns per (op + edge).
 Target: <= 50 ns per (op + edge) at 100k ops.
 
+Part 3, the floor, one thread: ``simulate_batch`` (the exact list kernel) against the same list
+scheduling stripped of everything exactness needs (SimPy's tie order, the traces): ties broken
+by heap position, so *not* the reference model (its makespans differ on most assignments); it
+bounds what any exact kernel of this design can reach here, and the batch ratio it would give
+with the same thread scaling.
+
 PASS/FAIL is printed per target; the exit status is always 0 (timings depend on the machine).
 All numba kernels are compiled (warmed up) before anything is timed.
 """
@@ -189,6 +195,107 @@ def bench_scaling(args: argparse.Namespace) -> None:
             )
 
 
+@numba.njit(cache=True)
+def _floor_many(succ_ptr, succ_dst, in_degree, comp, comm, assignments, n_dev, makespans):
+    """Makespans of list scheduling by ready time with ties by heap position (not SimPy's order)."""
+    n = comp.shape[0]
+    ready = np.empty(n)
+    missing = np.empty(n, np.int64)
+    heap_time = np.empty(n)
+    heap_op = np.empty(n, np.int64)
+    free_at = np.empty(n_dev)
+    for b in range(assignments.shape[0]):
+        a = assignments[b]
+        size = 0
+        for o in range(n):
+            missing[o] = in_degree[o]
+            ready[o] = 0.0
+            if in_degree[o] == 0:
+                heap_time[size] = 0.0
+                heap_op[size] = o
+                size += 1
+        free_at[:] = 0.0
+        makespan = 0.0
+        while size > 0:
+            t = heap_time[0]
+            w = heap_op[0]
+            size -= 1
+            lt = heap_time[size]
+            i = 0
+            while 2 * i + 1 < size:
+                child = 2 * i + 1
+                if child + 1 < size and heap_time[child + 1] < heap_time[child]:
+                    child += 1
+                if heap_time[child] >= lt:
+                    break
+                heap_time[i] = heap_time[child]
+                heap_op[i] = heap_op[child]
+                i = child
+            heap_time[i] = lt
+            heap_op[i] = heap_op[size]
+            d = a[w]
+            end = max(t, free_at[d]) + comp[w]
+            free_at[d] = end
+            makespan = max(makespan, end)
+            for k in range(succ_ptr[w], succ_ptr[w + 1]):
+                c = succ_dst[k]
+                ready[c] = max(ready[c], end + (comm[w] if a[c] != d else 0.0))
+                missing[c] -= 1
+                if missing[c] == 0:
+                    i = size
+                    size += 1
+                    while i > 0 and ready[c] < heap_time[(i - 1) >> 1]:
+                        heap_time[i] = heap_time[(i - 1) >> 1]
+                        heap_op[i] = heap_op[(i - 1) >> 1]
+                        i = (i - 1) >> 1
+                    heap_time[i] = ready[c]
+                    heap_op[i] = c
+        makespans[b] = makespan
+
+
+def bench_floor(args: argparse.Namespace) -> None:
+    print(
+        "\n== The floor, one thread: exact list kernel (simulate_batch) vs list scheduling without "
+        "SimPy's tie order or traces (not the reference model) =="
+    )
+    header = (
+        f"{'graph':<24}{'exact/asg':>11}  {'floor/asg':>11}  {'exact/floor':>11}  {'x batch at floor':>16}  "
+        f"{'floor differs':>13}"
+    )
+    print(header)
+    print("-" * len(header))
+    threads = numba.get_num_threads()
+    for name, n_devices in PAPER_GRAPHS:
+        g = load_graph(name)
+        rng = np.random.default_rng([args.seed, g.n_ops, 3])
+        batch = rng.integers(0, n_devices, size=(args.batch, g.n_ops)).astype(np.int64)
+        floor_args = (g.succ_ptr, g.succ, g.in_degree, g.flops, g.out_bytes)
+        floor_out = np.empty(args.batch)
+        _floor_many(*floor_args, batch[:8], n_devices, floor_out)
+        exact_times, floor_times, simpy_times, parallel_times = [], [], [], []
+        for _ in range(args.batch_reps):
+            numba.set_num_threads(1)
+            t0 = time.perf_counter()
+            exact = dg.simulate_batch(g, batch, config=REFERENCE)
+            exact_times.append((time.perf_counter() - t0) / args.batch)
+            numba.set_num_threads(threads)
+            t0 = time.perf_counter()
+            dg.simulate_batch(g, batch, config=REFERENCE)
+            parallel_times.append((time.perf_counter() - t0) / args.batch)
+            t0 = time.perf_counter()
+            _floor_many(*floor_args, batch, n_devices, floor_out)
+            floor_times.append((time.perf_counter() - t0) / args.batch)
+            simpy_times.append(_median_call_time(simpy_makespan, [(g, batch[0])]))
+        t_exact, t_floor = float(np.median(exact_times)), float(np.median(floor_times))
+        scaling = t_exact / float(np.median(parallel_times))  # what the threads gave the exact kernel
+        at_floor = float(np.median(simpy_times)) / (t_floor / scaling)
+        differs = float(np.mean(floor_out / REFERENCE.time_divisor != exact))
+        print(
+            f"{name:<24}{_fmt_time(t_exact):>11}  {_fmt_time(t_floor):>11}  {t_exact / t_floor:>10.2f}x  "
+            f"{at_floor:>15.0f}x  {differs:>12.0%}"
+        )
+
+
 def warm_up() -> None:
     """Compile every kernel used below (single and batch, both modes) on a tiny graph."""
     g = random_local_dag(50, seed=1)
@@ -218,6 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"numba warm-up: {time.perf_counter() - t0:.1f} s")
     bench_paper(args)
     bench_scaling(args)
+    bench_floor(args)
 
 
 if __name__ == "__main__":

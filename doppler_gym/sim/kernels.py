@@ -1,5 +1,10 @@
 """Numba event loop of the work-conserving runtime, over plain arrays (no gym, no torch).
 
+:func:`run_packed` and :func:`run_many` hand the models without contention (one stream per device,
+FIFO queues, ideal point-to-point links; :meth:`SimConfig.reference` among them) to the exact list
+kernel of :mod:`doppler_gym.sim.list_kernel`, about twice as fast; the event loop :func:`run`
+simulates every model, and is the fallback for ops of zero duration.
+
 Semantics follow SimPy, so that :meth:`SimConfig.reference` reproduces the DOPPLER authors'
 SimPy simulator exactly, same-time event order included. SimPy processes events by
 ``(time, priority, event id)`` and an event scheduled with zero delay lands after every event
@@ -657,11 +662,12 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
     use_list = meta[M_LIST] != 0
     divisor = floats[meta[M_DIV]]
     for c in prange(n_chunks):
-        ws = alloc_workspace(meta)
-        times = np.empty(n_times, np.float64)
         problem = list_problem(meta, ints, floats)
         list_ws = alloc_list_workspace(n if use_list else 0, n_dev)
         none = np.empty(0, np.float64)
+        # the event loop's workspace: sized 0 under the list kernel (a fallback allocates its own)
+        ws = alloc_workspace(np.zeros_like(meta) if use_list else meta)
+        times = np.empty(0 if use_list else n_times, np.float64)
         for b in range(c, n_batch, n_chunks):
             jr = b % comp_factor.shape[0]
             makespan = -1.0
@@ -671,7 +677,10 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
                 )
             if makespan >= 0.0:
                 makespans[b] = makespan / divisor
-            else:
+            else:  # the event loop: another model, or a duration that rounds to zero
+                if use_list:
+                    ws = alloc_workspace(meta)
+                    times = np.empty(n_times, np.float64)
                 makespans[b] = run(
                     meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
                     assignments[b], times, ws,

@@ -121,9 +121,10 @@ def run_list(
             (SimPy's transfer order): consumer and edge id of each slot.
         in_degree: ``(n,)`` inputs of each op.
         comp: ``(n,)`` work; an op takes ``comp * inv_speed[d] * comp_factor`` (> 0 for every op).
-        size: ``(n,)`` output sizes; a cross-device edge ``e`` of pair ``p`` takes
-            ``(pair_latency[p] + size * pair_inv_bw[p]) * edge_factor[e]``, a same-device one 0.
-        inv_speed: ``(D,)``; pair_latency, pair_inv_bw: ``(D*D,)`` per device pair ``a * D + b``.
+        size: ``(n,)`` output sizes; edge ``e`` of device pair ``p`` takes
+            ``(pair_latency[p] + size * pair_inv_bw[p]) * edge_factor[e]``.
+        inv_speed: ``(D,)``; pair_latency, pair_inv_bw: ``(D*D,)`` per device pair ``a * D + b``;
+            both 0 on the pairs ``(d, d)``, so that a same-device edge takes exactly 0.
         comp_factor, edge_factor: ``(n,)``, ``(E,)`` jitter multipliers.
         assignment: ``(n,)`` device of each op, in ``[0, n_dev)``.
         start, end: out ``(n,)`` op start and end times; pass empty arrays to skip them.
@@ -185,35 +186,27 @@ def run_list(
             last_op[d] = w
             if e > makespan:
                 makespan = e
+            xw = size[w]
             for k in range(succ_ptr[w], succ_ptr[w + 1]):
                 c = succ_dst[k]
                 b = assignment[c]
-                if b == d:
-                    a = e
-                    if keep_edges:
-                        edge_start[succ_edge[k]] = np.nan
-                        edge_end[succ_edge[k]] = a
-                else:
-                    p = d * n_dev + b
-                    a = e + (pair_latency[p] + size[w] * pair_inv_bw[p]) * edge_factor[succ_edge[k]]
-                    if keep_edges:
-                        edge_start[succ_edge[k]] = e
-                        edge_end[succ_edge[k]] = a
-                typ = C_DELAYED if a != e else C_ZERO_DELAY
+                p = d * n_dev + b  # pair (d, d) has zero latency and zero 1/bandwidth: a == e
+                a = e + (pair_latency[p] + xw * pair_inv_bw[p]) * edge_factor[succ_edge[k]]
+                if keep_edges:
+                    edge_start[succ_edge[k]] = e if b != d else np.nan
+                    edge_end[succ_edge[k]] = a
                 r = ready[c]
-                trig = (np.int64(k) << 32) | w
-                if a > r:
-                    later = True
-                elif a < r:
-                    later = False
-                elif typ != state[o_kind + c]:
-                    later = typ > state[o_kind + c]
-                else:  # a same-time input of the same type: the later one in SimPy's order fires
-                    later = _input_before(state[o_trig + c], trig, state, n)
-                if later:
+                if a == r:  # a same-time input: the later one in SimPy's order fires the AllOf
+                    typ = C_DELAYED if a != e else C_ZERO_DELAY
+                    kc = state[o_kind + c]
+                    trig = (np.int64(k) << 32) | w
+                    if typ > kc or (typ == kc and _input_before(state[o_trig + c], trig, state, n)):
+                        state[o_kind + c] = typ
+                        state[o_trig + c] = trig
+                elif a > r:
                     ready[c] = a
-                    state[o_kind + c] = typ
-                    state[o_trig + c] = trig
+                    state[o_kind + c] = C_DELAYED if a != e else C_ZERO_DELAY
+                    state[o_trig + c] = (np.int64(k) << 32) | w
                 missing[c] -= 1
                 if missing[c] == 0:  # all inputs known: push c (sift up); its time is after t
                     a = ready[c]
