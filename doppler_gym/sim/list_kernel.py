@@ -102,9 +102,18 @@ def _tie_before(w1, w2, state, n):
 
 
 @njit(cache=True)
+def _before(t1, w1, t2, w2, state, n):
+    """Request order of ``w1`` (ready at ``t1``) and ``w2`` (ready at ``t2``): by time, then SimPy's tie rule."""
+    return t1 < t2 or (t1 == t2 and _tie_before(w1, w2, state, n))
+
+
+@njit(cache=True)
 def alloc_list_workspace(n, n_dev):
     """Scratch of :func:`run_list`: ``(state, scratch, ftimes)`` int64, int64 and float64 buffers."""
-    return np.empty(N_STATE_ROWS * n, np.int64), np.empty(3 * n + n_dev, np.int64), np.empty(2 * n + n_dev, np.float64)
+    return np.empty(N_STATE_ROWS * n, np.int64), np.empty(2 * n + n_dev, np.int64), np.empty(2 * n + n_dev, np.float64)
+
+
+SORTED_SCAN_LIMIT = 32  # longest insertion scan of the sorted queue before it turns into a heap
 
 
 @njit(cache=True)
@@ -132,20 +141,21 @@ def run_list(
             its data reached the consumer; pass empty arrays to skip them.
         ws: workspace from :func:`alloc_list_workspace`.
 
-    Ops are requested in groups of one ready time: the heap orders times only (no tie rule in
-    its sift loops), and a group of several same-time ops is sorted by :func:`_tie_before`.
-    Sources form the first group (time 0, op-id order).
+    The ops whose inputs are all known wait in request order in a sorted array (pop from the
+    front, insert by a short scan from the back: the frontier of a dataflow graph is small, and
+    this has no unpredictable branches per level as a heap has); when an insertion would scan
+    more than ``SORTED_SCAN_LIMIT`` entries, the array (sorted, so already a heap) becomes a
+    binary heap for the rest of the run, so the worst case stays ``O((n + E) log n)``.
     """
     n = comp.shape[0]
     keep_edges = edge_end.shape[0] > 0
     state, scratch, ftimes = ws
     times = state[: 2 * n].view(np.float64)  # S_START and S_END rows as float64
     missing = scratch[0:n]  # inputs whose arrival time is not known yet
-    heap_op = scratch[n : 2 * n]  # ops whose inputs are all known, not yet in a group: a heap by ready time
-    group = scratch[2 * n : 3 * n]  # the ops of the current ready time, in request order
-    last_op = scratch[3 * n : 3 * n + n_dev]  # op each device served last
+    queue_op = scratch[n : 2 * n]  # ops whose inputs are all known, not yet requested, in request order
+    last_op = scratch[2 * n : 2 * n + n_dev]  # op each device served last
     ready = ftimes[0:n]  # latest input arrival so far
-    heap_time = ftimes[n : 2 * n]
+    queue_time = ftimes[n : 2 * n]
     free_at = ftimes[2 * n : 2 * n + n_dev]  # when each device finishes its last op
     o_grant = S_GRANT * n
     o_kind = S_KIND * n
@@ -154,107 +164,123 @@ def run_list(
     for d in range(n_dev):
         free_at[d] = 0.0
         last_op[d] = -1
-    n_group = 0
+    head = 0  # sorted mode: the queue is queue_*[head:tail]; heap mode: a heap in queue_*[:tail]
+    tail = 0
     for o in range(n):
         missing[o] = in_degree[o]
         ready[o] = -1.0
-        if in_degree[o] == 0:
+        if in_degree[o] == 0:  # sources request at time 0, in op-id order
             state[o_kind + o] = C_SOURCE
-            group[n_group] = o
-            n_group += 1
-    size_heap = 0
-    t = 0.0
+            queue_time[tail] = 0.0
+            queue_op[tail] = o
+            tail += 1
+    heaped = False
     rank = 0
     makespan = 0.0
-    while True:
-        for gi in range(n_group):
-            w = group[gi]
-            d = assignment[w]
-            if free_at[d] > t:  # the device is busy: w waits behind the op it served last
-                s = free_at[d]
-                state[o_grant + w] = (np.int64(GRANT_WAITED) << GRANT_SHIFT) | last_op[d]
-            else:
-                s = t
-                state[o_grant + w] = ((state[o_kind + w] + 1) << GRANT_SHIFT) | rank
-            rank += 1
-            e = s + comp[w] * inv_speed[d] * comp_factor[w]
-            if e == s:
-                return -1.0  # a duration that rounds to zero: not this kernel's model
-            times[w] = s
-            times[n + w] = e
-            free_at[d] = e
-            last_op[d] = w
-            if e > makespan:
-                makespan = e
-            xw = size[w]
-            for k in range(succ_ptr[w], succ_ptr[w + 1]):
-                c = succ_dst[k]
-                b = assignment[c]
-                p = d * n_dev + b  # pair (d, d) has zero latency and zero 1/bandwidth: a == e
-                a = e + (pair_latency[p] + xw * pair_inv_bw[p]) * edge_factor[succ_edge[k]]
-                if keep_edges:
-                    edge_start[succ_edge[k]] = e if b != d else np.nan
-                    edge_end[succ_edge[k]] = a
-                r = ready[c]
-                if a == r:  # a same-time input: the later one in SimPy's order fires the AllOf
-                    typ = C_DELAYED if a != e else C_ZERO_DELAY
-                    kc = state[o_kind + c]
-                    trig = (np.int64(k) << 32) | w
-                    if typ > kc or (typ == kc and _input_before(state[o_trig + c], trig, state, n)):
-                        state[o_kind + c] = typ
-                        state[o_trig + c] = trig
-                elif a > r:
-                    ready[c] = a
-                    state[o_kind + c] = C_DELAYED if a != e else C_ZERO_DELAY
-                    state[o_trig + c] = (np.int64(k) << 32) | w
-                missing[c] -= 1
-                if missing[c] == 0:  # all inputs known: push c (sift up); its time is after t
-                    a = ready[c]
-                    i = size_heap
-                    size_heap += 1
-                    while i > 0:
-                        parent = (i - 1) >> 1
-                        if a < heap_time[parent]:
-                            heap_time[i] = heap_time[parent]
-                            heap_op[i] = heap_op[parent]
-                            i = parent
-                        else:
-                            break
-                    heap_time[i] = a
-                    heap_op[i] = c
-        if size_heap == 0:
-            break
-        # The next group: every op whose ready time is the heap's smallest.
-        t = heap_time[0]
-        n_group = 0
-        while size_heap > 0 and heap_time[0] == t:
-            group[n_group] = heap_op[0]
-            n_group += 1
-            size_heap -= 1  # pop: sift the last entry down from the root
-            lt = heap_time[size_heap]
+    while head < tail:
+        w = queue_op[head]
+        t = queue_time[head]
+        if not heaped:
+            head += 1
+        else:  # pop: sift the last entry down from the root
+            tail -= 1
+            lt = queue_time[tail]
+            lw = queue_op[tail]
             i = 0
             while True:
                 child = 2 * i + 1
-                if child >= size_heap:
+                if child >= tail:
                     break
-                if child + 1 < size_heap and heap_time[child + 1] < heap_time[child]:
+                if child + 1 < tail and _before(
+                    queue_time[child + 1], queue_op[child + 1], queue_time[child], queue_op[child], state, n
+                ):
                     child += 1
-                if heap_time[child] < lt:
-                    heap_time[i] = heap_time[child]
-                    heap_op[i] = heap_op[child]
+                if _before(queue_time[child], queue_op[child], lt, lw, state, n):
+                    queue_time[i] = queue_time[child]
+                    queue_op[i] = queue_op[child]
                     i = child
                 else:
                     break
-            if size_heap > 0:
-                heap_time[i] = lt
-                heap_op[i] = heap_op[size_heap]
-        for gi in range(1, n_group):  # insertion sort by SimPy's request order (groups are small)
-            w = group[gi]
-            j = gi
-            while j > 0 and _tie_before(w, group[j - 1], state, n):
-                group[j] = group[j - 1]
-                j -= 1
-            group[j] = w
+            queue_time[i] = lt
+            queue_op[i] = lw
+
+        d = assignment[w]
+        if free_at[d] > t:  # the device is busy: w waits behind the op it served last
+            s = free_at[d]
+            state[o_grant + w] = (np.int64(GRANT_WAITED) << GRANT_SHIFT) | last_op[d]
+        else:
+            s = t
+            state[o_grant + w] = ((state[o_kind + w] + 1) << GRANT_SHIFT) | rank
+        rank += 1
+        e = s + comp[w] * inv_speed[d] * comp_factor[w]
+        if e == s:
+            return -1.0  # a duration that rounds to zero: not this kernel's model
+        times[w] = s
+        times[n + w] = e
+        free_at[d] = e
+        last_op[d] = w
+        if e > makespan:
+            makespan = e
+        xw = size[w]
+        for k in range(succ_ptr[w], succ_ptr[w + 1]):
+            c = succ_dst[k]
+            b = assignment[c]
+            p = d * n_dev + b  # pair (d, d) has zero latency and zero 1/bandwidth: a == e
+            a = e + (pair_latency[p] + xw * pair_inv_bw[p]) * edge_factor[succ_edge[k]]
+            if keep_edges:
+                edge_start[succ_edge[k]] = e if b != d else np.nan
+                edge_end[succ_edge[k]] = a
+            r = ready[c]
+            if a == r:  # a same-time input: the later one in SimPy's order fires the AllOf
+                typ = C_DELAYED if a != e else C_ZERO_DELAY
+                kc = state[o_kind + c]
+                trig = (np.int64(k) << 32) | w
+                if typ > kc or (typ == kc and _input_before(state[o_trig + c], trig, state, n)):
+                    state[o_kind + c] = typ
+                    state[o_trig + c] = trig
+            elif a > r:
+                ready[c] = a
+                state[o_kind + c] = C_DELAYED if a != e else C_ZERO_DELAY
+                state[o_trig + c] = (np.int64(k) << 32) | w
+            missing[c] -= 1
+            if missing[c] != 0:
+                continue
+            # All of c's inputs are known: queue it (its time is after t, so it follows w).
+            a = ready[c]
+            if not heaped:
+                i = tail
+                while i > head and i + SORTED_SCAN_LIMIT > tail:
+                    ti = queue_time[i - 1]
+                    if ti < a or (ti == a and not _tie_before(c, queue_op[i - 1], state, n)):
+                        break
+                    i -= 1
+                if i == head or i + SORTED_SCAN_LIMIT > tail:  # found: shift the later entries up
+                    for j in range(tail, i, -1):
+                        queue_time[j] = queue_time[j - 1]
+                        queue_op[j] = queue_op[j - 1]
+                    queue_time[i] = a
+                    queue_op[i] = c
+                    tail += 1
+                    continue
+                # A long scan: turn the sorted queue into a heap at the start of the arrays.
+                tail -= head
+                for j in range(tail):
+                    queue_time[j] = queue_time[head + j]
+                    queue_op[j] = queue_op[head + j]
+                head = 0
+                heaped = True
+            i = tail  # heap push: sift up
+            tail += 1
+            while i > 0:
+                parent = (i - 1) >> 1
+                if _before(a, c, queue_time[parent], queue_op[parent], state, n):
+                    queue_time[i] = queue_time[parent]
+                    queue_op[i] = queue_op[parent]
+                    i = parent
+                else:
+                    break
+            queue_time[i] = a
+            queue_op[i] = c
     if start.shape[0] > 0:
         for o in range(n):
             start[o] = times[o]
