@@ -44,9 +44,13 @@ inside) and leave times undivided for :class:`~doppler_gym.sim.trace.Trace` to d
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 from numba import njit, prange
 
+from doppler_gym.sim import list_kernel
 from doppler_gym.sim.list_kernel import alloc_list_workspace, run_list
 
 INPUTS_READY = 0
@@ -685,3 +689,26 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
                     meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
                     assignments[b], times, ws,
                 )
+
+
+def _flush_cache_if_list_kernel_changed() -> None:
+    """Numba checks a cached function against its own file only, and :func:`run_packed` and
+    :func:`run_many` compile :func:`~doppler_gym.sim.list_kernel.run_list` (another file) into
+    themselves: after an edit of ``list_kernel.py`` they would run the old list kernel. A digest
+    of that file, kept beside the cache, flushes their cache when it changes."""
+    digest = hashlib.sha256(Path(list_kernel.__file__).read_bytes()).hexdigest()
+    marker = Path(run_packed._cache._cache_path) / "kernels.list_kernel.sha256"
+    try:
+        if marker.read_text() == digest:
+            return
+    except OSError:
+        pass
+    for dispatcher in (run_packed, run_many):
+        dispatcher._cache.flush()
+    try:
+        marker.write_text(digest)
+    except OSError:
+        pass  # a read-only cache directory holds no cache to go stale
+
+
+_flush_cache_if_list_kernel_changed()

@@ -126,3 +126,22 @@ def test_a_duration_that_rounds_to_zero_falls_back_to_the_event_loop():
 )
 def test_other_models_use_the_event_loop(config):
     assert not list_kernel_applies(_tied_dag(5, 0), config)
+
+
+def test_a_wide_frontier_turns_the_queue_into_a_heap():
+    """A star whose consumers alternate between late (other device) and early (same device) arrivals:
+    queueing an early one would scan past every late one, so past ``SORTED_SCAN_LIMIT`` the queue
+    becomes a heap; the run still agrees with the event loop, ties included."""
+    from doppler_gym.sim.list_kernel import SORTED_SCAN_LIMIT
+
+    n_consumers = 8 * SORTED_SCAN_LIMIT
+    rng = np.random.default_rng(0)
+    g = DataflowGraph(
+        src=np.zeros(n_consumers, dtype=np.int64), dst=np.arange(1, n_consumers + 1),
+        flops=rng.integers(1, 3, n_consumers + 1).astype(np.float64), out_bytes=np.full(n_consumers + 1, 2.0),
+    )
+    for a in (np.arange(g.n_ops) % 4, rng.integers(0, 4, g.n_ops)):
+        trace = dg.simulate(g, a, config=REF)
+        makespan, times = _event_loop(g, a, None, REF)
+        assert trace.makespan == makespan
+        np.testing.assert_array_equal(_times(trace), times / REF.time_divisor)
