@@ -42,16 +42,12 @@ def simulate(
     """
     # Fast paths: a valid int32/int64 numpy assignment (what search loops pass). Everything
     # else, errors included, goes through the full checks below.
-    if (
-        type(assignment) is np.ndarray
-        and assignment.dtype in _FAST_DTYPES
-        and assignment.ndim == 1
-        and isinstance(graph, DataflowGraph)
-        and isinstance(config, SimConfig)
-    ):
+    if type(assignment) is np.ndarray and assignment.ndim == 1 and assignment.dtype.num in _FAST_NUMS:
         # Fastest: the problem of this call's (graph, topology, config) last time, device range
-        # checked by the kernel itself (one Numba call in all).
-        last = _LAST.get((id(graph), id(topology), id(config)))
+        # checked by the kernel itself (one Numba call in all). The objects were checked when cached.
+        last = _LAST_CALL[0]
+        if last is None or last[0] is not graph or last[1] is not topology or last[2] is not config:
+            last = _LAST.get((id(graph), id(topology), id(config)))
         if (
             last is not None
             and last[0] is graph
@@ -60,12 +56,20 @@ def simulate(
             and assignment.shape[0] == last[3]
             and assignment.flags.c_contiguous
         ):
+            _LAST_CALL[0] = last
             times = np.empty(last[4], np.float64)
             makespan = kernels.run_packed(last[5], last[6], last[7], assignment, times)
             if makespan >= 0.0:
                 if assignment.dtype.num != _INT32_NUM:
                     assignment = assignment.astype(np.int32)
                 return Trace._from_times(makespan, times, last[3], assignment, last[8], last[9], last[10])
+    if (
+        type(assignment) is np.ndarray
+        and assignment.ndim == 1
+        and assignment.dtype.num in _FAST_NUMS
+        and isinstance(graph, DataflowGraph)
+        and isinstance(config, SimConfig)
+    ):
         low, high = kernels.value_range(assignment)
         if topology is None:
             topo_devices = high + 1
@@ -131,8 +135,9 @@ def _run_single(
     return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit, config.time_divisor)
 
 
-_FAST_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+_FAST_NUMS = (np.dtype(np.int64).num, np.dtype(np.int32).num)
 _INT32_NUM = np.dtype(np.int32).num
+_LAST_CALL: list = [None]  # the _LAST entry of the most recent fast call
 _CONTEXTS: dict = {}
 _LAST: dict = {}  # (id(graph), id(topology), id(config)) -> the objects, then the problem simulate used last
 

@@ -74,7 +74,8 @@ M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (
 M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time, same-device ones too (teccl)
 M_SUCC_DST = 27  # consumer of each CSR out-edge slot (the list kernel's successor array)
 M_LIST = 28  # 1 = the list kernel applies: one stream, FIFO queues, ideal p2p links, every op with work
-META_LEN = 29
+M_PLAIN = 29  # 1 = no jitter and one latency and 1/bandwidth for every pair of distinct devices
+META_LEN = 30
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -642,7 +643,7 @@ def run_packed(meta, ints, floats, assignment, times):
     edge_factor = floats[o : o + n_edges]
     if meta[M_LIST] != 0:
         makespan = run_list(
-            *list_problem(meta, ints, floats), comp_factor, edge_factor, assignment, n_dev,
+            *list_problem(meta, ints, floats), comp_factor, edge_factor, meta[M_PLAIN] != 0, assignment, n_dev,
             times[0:n], times[n : 2 * n], times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :],
             alloc_list_workspace(n, n_dev),
         )
@@ -664,6 +665,7 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
     n, n_dev = meta[M_N], meta[M_D]
     n_times = 2 * n + 2 * meta[M_E]
     use_list = meta[M_LIST] != 0
+    plain = meta[M_PLAIN] != 0
     divisor = floats[meta[M_DIV]]
     for c in prange(n_chunks):
         problem = list_problem(meta, ints, floats)
@@ -677,7 +679,8 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
             makespan = -1.0
             if use_list:
                 makespan = run_list(
-                    *problem, comp_factor[jr], edge_factor[jr], assignments[b], n_dev, none, none, none, none, list_ws
+                    *problem, comp_factor[jr], edge_factor[jr], plain, assignments[b], n_dev, none, none, none, none,
+                    list_ws,
                 )
             if makespan >= 0.0:
                 makespans[b] = makespan / divisor

@@ -96,6 +96,10 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     meta[K.M_MAX_HOPS] = max_hops
     meta[K.M_EDGE_TIMES] = config.multicast == "teccl"  # the edge row then holds times: filled per call
     meta[K.M_LIST] = list_kernel_applies(graph, config)
+    off_diagonal = ~np.eye(n_devices, dtype=bool).reshape(-1)
+    meta[K.M_PLAIN] = not config.has_jitter and all(
+        np.unique(table[off_diagonal]).size <= 1 for table in (pair_latency, pair_inv_bw)
+    )
     for slot, off in zip(
         (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK, K.M_SUCC_DST),
         int_off,

@@ -53,14 +53,14 @@ class Trace:
         on first access: a frozen dataclass otherwise pays ~1 us per call to set its fields, and
         most callers only want the makespan."""
         self = object.__new__(cls)
-        object.__setattr__(
-            self,
-            "__dict__",
-            {
-                "makespan": float(makespan), "assignment": assignment, "n_devices": n_devices,
-                "time_unit": time_unit, "_times": times, "_n_ops": n_ops, "_divisor": divisor,
-            },
-        )
+        fields = self.__dict__  # filled in place: cheaper than replacing it through object.__setattr__
+        fields["makespan"] = float(makespan)
+        fields["assignment"] = assignment
+        fields["n_devices"] = n_devices
+        fields["time_unit"] = time_unit
+        fields["_times"] = times
+        fields["_n_ops"] = n_ops
+        fields["_divisor"] = divisor
         return self
 
     def __getattr__(self, name: str) -> np.ndarray:
