@@ -197,42 +197,34 @@ def bench_scaling(args: argparse.Namespace) -> None:
 
 @numba.njit(cache=True)
 def _floor_many(succ_ptr, succ_dst, in_degree, comp, comm, assignments, n_dev, makespans):
-    """Makespans of list scheduling by ready time with ties by heap position (not SimPy's order)."""
+    """Makespans of list scheduling by ready time, ties by queue position (not SimPy's order).
+
+    The ready ops wait in a sorted array as in the list kernel, without its heap fallback: meant
+    for the paper graphs' small frontiers only.
+    """
     n = comp.shape[0]
     ready = np.empty(n)
     missing = np.empty(n, np.int64)
-    heap_time = np.empty(n)
-    heap_op = np.empty(n, np.int64)
+    queue_time = np.empty(n)
+    queue_op = np.empty(n, np.int64)
     free_at = np.empty(n_dev)
     for b in range(assignments.shape[0]):
         a = assignments[b]
-        size = 0
+        head = 0
+        tail = 0
         for o in range(n):
             missing[o] = in_degree[o]
             ready[o] = 0.0
             if in_degree[o] == 0:
-                heap_time[size] = 0.0
-                heap_op[size] = o
-                size += 1
+                queue_time[tail] = 0.0
+                queue_op[tail] = o
+                tail += 1
         free_at[:] = 0.0
         makespan = 0.0
-        while size > 0:
-            t = heap_time[0]
-            w = heap_op[0]
-            size -= 1
-            lt = heap_time[size]
-            i = 0
-            while 2 * i + 1 < size:
-                child = 2 * i + 1
-                if child + 1 < size and heap_time[child + 1] < heap_time[child]:
-                    child += 1
-                if heap_time[child] >= lt:
-                    break
-                heap_time[i] = heap_time[child]
-                heap_op[i] = heap_op[child]
-                i = child
-            heap_time[i] = lt
-            heap_op[i] = heap_op[size]
+        while head < tail:
+            t = queue_time[head]
+            w = queue_op[head]
+            head += 1
             d = a[w]
             end = max(t, free_at[d]) + comp[w]
             free_at[d] = end
@@ -242,14 +234,14 @@ def _floor_many(succ_ptr, succ_dst, in_degree, comp, comm, assignments, n_dev, m
                 ready[c] = max(ready[c], end + (comm[w] if a[c] != d else 0.0))
                 missing[c] -= 1
                 if missing[c] == 0:
-                    i = size
-                    size += 1
-                    while i > 0 and ready[c] < heap_time[(i - 1) >> 1]:
-                        heap_time[i] = heap_time[(i - 1) >> 1]
-                        heap_op[i] = heap_op[(i - 1) >> 1]
-                        i = (i - 1) >> 1
-                    heap_time[i] = ready[c]
-                    heap_op[i] = c
+                    i = tail
+                    while i > head and queue_time[i - 1] > ready[c]:
+                        queue_time[i] = queue_time[i - 1]
+                        queue_op[i] = queue_op[i - 1]
+                        i -= 1
+                    queue_time[i] = ready[c]
+                    queue_op[i] = c
+                    tail += 1
         makespans[b] = makespan
 
 
