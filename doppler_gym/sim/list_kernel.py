@@ -6,9 +6,9 @@ contend, so a device is a single FIFO server and an op's timing follows from its
 ``start = max(ready, end of the op its device served before it)``. Requests are made in the order
 of (ready time, SimPy's processing order of the ops' ``AllOf`` events), and an op can only become
 ready after every op requested before it has *started* (``ready[w] >= end[u] > start[u] >=
-ready[u]`` for each producer ``u``). So one heap of ready ops, popped in request order, replaces
+ready[u]`` for each producer ``u``). So one queue of ready ops, taken in request order, replaces
 the event loop of :mod:`doppler_gym.sim.kernels` (no completion, arrival or delivery events): per
-op one push and one pop, per edge one relaxation.
+op one insertion and one removal, per edge one relaxation.
 
 The tie order is SimPy's, derived from the authors' process structure (see
 ``tests/doppler_gym/sim/simpy_port.py``; the event kernel's docstring has the waves). Within one
@@ -30,10 +30,11 @@ Hence these orders, all lexicographic, each used only between events of the same
   (:func:`_computed_before`; the recursion goes back in time and ends within a step or two);
 * an input of ``w`` arriving at ``T`` through CSR slot ``k`` of producer ``u``: ``(c, end[u],
   COMPUTED(u) order, k)`` (:func:`_input_before`): the last of them fires ``w``'s ``AllOf``;
-* requests: ``(ready, c, trigger input order)`` (:func:`_request_before`), the heap's order.
+* requests: ``(ready, c, trigger input order)`` (:func:`_before`, :func:`_tie_before`), the
+  queue's order.
 
-``tests/doppler_gym/sim/test_reference_parity.py`` checks this against SimPy itself and against
-the event kernel, ties included. Ops of zero compute time break the argument above (an op could
+``tests/doppler_gym/sim/test_reference_parity.py`` checks this against SimPy itself and
+``test_list_kernel.py`` against the event kernel, ties included. Ops of zero compute time break the argument above (an op could
 become ready at the instant it was requested); :func:`doppler_gym.sim.packing.pack` sends those
 graphs to the event kernel.
 """
