@@ -699,15 +699,18 @@ def _flush_cache_if_list_kernel_changed() -> None:
     :func:`run_many` compile :func:`~doppler_gym.sim.list_kernel.run_list` (another file) into
     themselves: after an edit of ``list_kernel.py`` they would run the old list kernel. A digest
     of that file, kept beside the cache, flushes their cache when it changes."""
+    caches = [getattr(dispatcher, "_cache", None) for dispatcher in (run_packed, run_many)]
+    if any(cache is None for cache in caches):  # NUMBA_DISABLE_JIT: plain Python, nothing cached
+        return
     digest = hashlib.sha256(Path(list_kernel.__file__).read_bytes()).hexdigest()
-    marker = Path(run_packed._cache._cache_path) / "kernels.list_kernel.sha256"
+    marker = Path(caches[0].cache_path) / "kernels.list_kernel.sha256"
     try:
         if marker.read_text() == digest:
             return
     except OSError:
         pass
-    for dispatcher in (run_packed, run_many):
-        dispatcher._cache.flush()
+    for cache in caches:
+        cache.flush()
     try:
         marker.write_text(digest)
     except OSError:

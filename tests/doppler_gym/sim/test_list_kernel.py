@@ -145,3 +145,17 @@ def test_a_wide_frontier_turns_the_queue_into_a_heap():
         makespan, times = _event_loop(g, a, None, REF)
         assert trace.makespan == makespan
         np.testing.assert_array_equal(_times(trace), times / REF.time_divisor)
+
+
+def test_the_dispatchers_cache_is_keyed_on_the_list_kernel_source():
+    """Numba re-validates ``run_packed`` and ``run_many`` against kernels.py only; the import keeps a
+    digest of list_kernel.py beside their cache so that an edit of the list kernel flushes it."""
+    import hashlib
+    from pathlib import Path
+
+    from doppler_gym.sim import list_kernel
+
+    marker = Path(K.run_packed._cache.cache_path) / "kernels.list_kernel.sha256"
+    if not marker.exists():
+        pytest.skip(f"the Numba cache directory {marker.parent} is not writable")
+    assert marker.read_text() == hashlib.sha256(Path(list_kernel.__file__).read_bytes()).hexdigest()
