@@ -63,38 +63,33 @@ def simulate(
                 if assignment.dtype.num != _INT32_NUM:
                     assignment = assignment.astype(np.int32)
                 return Trace._from_times(makespan, times, last[3], assignment, last[8], last[9], last[10])
-    if (
-        type(assignment) is np.ndarray
-        and assignment.ndim == 1
-        and assignment.dtype.num in _FAST_NUMS
-        and isinstance(graph, DataflowGraph)
-        and isinstance(config, SimConfig)
-    ):
-        low, high = kernels.value_range(assignment)
-        if topology is None:
-            topo_devices = high + 1
-            ok = low >= 0 and topo_devices <= MAX_IMPLICIT_DEVICES
-        else:
-            topo_devices = topology.n_devices if isinstance(topology, Topology) else 0
-            ok = low >= 0 and high < topo_devices
-        if ok:
-            ctx = _context(graph, topology, topo_devices, config)
-            if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
-                if len(_LAST) >= 64:
-                    _LAST.clear()
-                n, n_times, meta, ints, floats, time_unit = ctx
-                if topology is None:  # the device count came from this assignment: later ones must match
-                    meta = meta.copy()
-                    meta[kernels.M_EXACT_DEVICES] = 1
-                    meta.setflags(write=False)
-                _LAST[(id(graph), id(topology), id(config))] = (
-                    graph, topology, config, n, n_times, meta, ints, floats, topo_devices, time_unit,
-                    config.time_divisor,
-                )
-            if assignment.shape[0] == ctx[0] > 0:
-                if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
-                    assignment = assignment.astype(np.int32)
-                return _run_single(ctx, graph, assignment, topology, topo_devices, priorities, config)
+        # A cache miss: check the objects, then cache their problem for the calls that follow.
+        if isinstance(graph, DataflowGraph) and isinstance(config, SimConfig):
+            low, high = kernels.value_range(assignment)
+            if topology is None:
+                topo_devices = high + 1
+                ok = low >= 0 and topo_devices <= MAX_IMPLICIT_DEVICES
+            else:
+                topo_devices = topology.n_devices if isinstance(topology, Topology) else 0
+                ok = low >= 0 and high < topo_devices
+            if ok:
+                ctx = _context(graph, topology, topo_devices, config)
+                if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
+                    if len(_LAST) >= 64:
+                        _LAST.clear()
+                    n, n_times, meta, ints, floats, time_unit = ctx
+                    if topology is None:  # the device count came from this assignment: later ones must match
+                        meta = meta.copy()
+                        meta[kernels.M_EXACT_DEVICES] = 1
+                        meta.setflags(write=False)
+                    _LAST[(id(graph), id(topology), id(config))] = (
+                        graph, topology, config, n, n_times, meta, ints, floats, topo_devices, time_unit,
+                        config.time_divisor,
+                    )
+                if assignment.shape[0] == ctx[0] > 0:
+                    if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
+                        assignment = assignment.astype(np.int32)
+                    return _run_single(ctx, graph, assignment, topology, topo_devices, priorities, config)
     _check_graph(graph)
     _check_config(config)
     if np.ndim(assignment) != 1:

@@ -207,6 +207,32 @@ def alloc_workspace(meta):
     return (fifo, heap_time, heap_key, heap_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_i32, missing)
 
 
+@njit(cache=True)
+def problem_arrays(meta, ints, floats):
+    """The packed problem's graph, op and device-pair arrays, in the order of the first arguments of
+    :func:`~doppler_gym.sim.list_kernel.run_list` (:func:`run` reads them too)."""
+    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    o = meta[M_SUCC_PTR]
+    succ_ptr = ints[o : o + n + 1]
+    o = meta[M_SUCC_DST]
+    succ_dst = ints[o : o + n_edges]
+    o = meta[M_SUCC_EDGE]
+    succ_edge = ints[o : o + n_edges]
+    o = meta[M_INDEG]
+    in_degree = ints[o : o + n]
+    o = meta[M_COMP]
+    comp = floats[o : o + n]
+    o = meta[M_SIZE]
+    size = floats[o : o + n]
+    o = meta[M_INV_SPEED]
+    inv_speed = floats[o : o + n_dev]
+    o = meta[M_PAIR_LAT]
+    pair_latency = floats[o : o + n_dev * n_dev]
+    o = meta[M_PAIR_INV_BW]
+    pair_inv_bw = floats[o : o + n_dev * n_dev]
+    return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
+
+
 # ---------------------------------------------------------------- the event loop
 @njit(cache=True)
 def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
@@ -236,33 +262,20 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     link_fifo = meta[M_LINK_FIFO] != 0
     given_times = meta[M_EDGE_TIMES] != 0
     use_priority = meta[M_PRIORITY] != 0
-    o0 = meta[M_SUCC_PTR]
-    succ_ptr = ints[o0 : o0 + n + 1]
-    o0 = meta[M_SUCC_EDGE]
-    succ_edge = ints[o0 : o0 + n_edges]
+    succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
+        meta, ints, floats
+    )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
     o0 = meta[M_SRC]
     edge_src = ints[o0 : o0 + n_edges]
     o0 = meta[M_DST]
     edge_dst = ints[o0 : o0 + n_edges]
-    o0 = meta[M_INDEG]
-    in_degree = ints[o0 : o0 + n]
     o0 = meta[M_ROUTE_PTR]
     route_ptr = ints[o0 : o0 + n_links + 1]
     route_link = ints[meta[M_ROUTE_LINK] :]
-    o0 = meta[M_COMP]
-    comp = floats[o0 : o0 + n]
-    o0 = meta[M_SIZE]
-    size = floats[o0 : o0 + n]
-    o0 = meta[M_INV_SPEED]
-    inv_speed = floats[o0 : o0 + n_dev]
     o0 = meta[M_LAT]
     link_latency = floats[o0 : o0 + n_links]
     o0 = meta[M_BW]
     link_bandwidth = floats[o0 : o0 + n_links]
-    o0 = meta[M_PAIR_LAT]
-    pair_latency = floats[o0 : o0 + n_links]  # sum of the route's hop latencies [s]
-    o0 = meta[M_PAIR_INV_BW]
-    pair_inv_bw = floats[o0 : o0 + n_links]  # sum of the route's 1 / bandwidth [s/B]
     divisor = floats[meta[M_DIV]]
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
@@ -596,31 +609,6 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 
 
 @njit(cache=True)
-def list_problem(meta, ints, floats):
-    """The packed problem's arrays in :func:`~doppler_gym.sim.list_kernel.run_list`'s order."""
-    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
-    o = meta[M_SUCC_PTR]
-    succ_ptr = ints[o : o + n + 1]
-    o = meta[M_SUCC_DST]
-    succ_dst = ints[o : o + n_edges]
-    o = meta[M_SUCC_EDGE]
-    succ_edge = ints[o : o + n_edges]
-    o = meta[M_INDEG]
-    in_degree = ints[o : o + n]
-    o = meta[M_COMP]
-    comp = floats[o : o + n]
-    o = meta[M_SIZE]
-    size = floats[o : o + n]
-    o = meta[M_INV_SPEED]
-    inv_speed = floats[o : o + n_dev]
-    o = meta[M_PAIR_LAT]
-    pair_latency = floats[o : o + n_dev * n_dev]
-    o = meta[M_PAIR_INV_BW]
-    pair_inv_bw = floats[o : o + n_dev * n_dev]
-    return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
-
-
-@njit(cache=True)
 def run_packed(meta, ints, floats, assignment, times):
     """One assignment of a packed problem on a fresh workspace, the per-op rows taken from ``floats``
     (offsets ``meta[M_PRIO]``, ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments,
@@ -635,20 +623,20 @@ def run_packed(meta, ints, floats, assignment, times):
     low, high = value_range(assignment)
     if low < 0 or high >= n_dev or (meta[M_EXACT_DEVICES] != 0 and high + 1 != n_dev):
         return -1.0  # not this problem's devices: the caller checks and reports
-    o = meta[M_PRIO]
-    priority = floats[o : o + n]
     o = meta[M_COMP_FACTOR]
     comp_factor = floats[o : o + n]
     o = meta[M_EDGE_FACTOR]
     edge_factor = floats[o : o + n_edges]
     if meta[M_LIST] != 0:
         makespan = run_list(
-            *list_problem(meta, ints, floats), comp_factor, edge_factor, meta[M_PLAIN] != 0, assignment, n_dev,
+            *problem_arrays(meta, ints, floats), comp_factor, edge_factor, meta[M_PLAIN] != 0, assignment, n_dev,
             times[0:n], times[n : 2 * n], times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :],
             alloc_list_workspace(n, n_dev),
         )
         if makespan >= 0.0:
             return makespan / floats[meta[M_DIV]]
+    o = meta[M_PRIO]
+    priority = floats[o : o + n]
     return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
@@ -668,12 +656,11 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
     plain = meta[M_PLAIN] != 0
     divisor = floats[meta[M_DIV]]
     for c in prange(n_chunks):
-        problem = list_problem(meta, ints, floats)
+        problem = problem_arrays(meta, ints, floats)
         list_ws = alloc_list_workspace(n if use_list else 0, n_dev)
         none = np.empty(0, np.float64)
-        # the event loop's workspace: sized 0 under the list kernel (a fallback allocates its own)
-        ws = alloc_workspace(np.zeros_like(meta) if use_list else meta)
-        times = np.empty(0 if use_list else n_times, np.float64)
+        ws = alloc_workspace(meta)  # the event loop's (a few kB per chunk: cheaper than deciding)
+        times = np.empty(n_times, np.float64)
         for b in range(c, n_batch, n_chunks):
             jr = b % comp_factor.shape[0]
             makespan = -1.0
@@ -685,9 +672,6 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
             if makespan >= 0.0:
                 makespans[b] = makespan / divisor
             else:  # the event loop: another model, or a duration that rounds to zero
-                if use_list:
-                    ws = alloc_workspace(meta)
-                    times = np.empty(n_times, np.float64)
                 makespans[b] = run(
                     meta, ints, floats, priority[b % priority.shape[0]], comp_factor[jr], edge_factor[jr],
                     assignments[b], times, ws,
