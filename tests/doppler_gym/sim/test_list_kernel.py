@@ -8,7 +8,9 @@ and the two ways back to the event loop (zero-work ops at packing, a duration th
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,10 @@ import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels as K
 from doppler_gym.sim.packing import list_kernel_applies, pack
+
+if str(Path(__file__).parent) not in sys.path:  # the DAG helpers live next to this file (any import mode)
+    sys.path.insert(0, str(Path(__file__).parent))
+from sim_dag_helpers import random_edges  # noqa: E402
 
 REF = dg.SimConfig.reference()
 
@@ -41,14 +47,9 @@ def _times(trace):
 
 def _tied_dag(n: int, seed: int) -> DataflowGraph:
     """A random DAG with costs from {1, 2} x 1e9 (so most events share a timestamp with another)."""
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for v in range(1, n):
-        for u in rng.choice(v, size=min(v, int(rng.integers(1, 4))), replace=False):
-            src.append(int(u))
-            dst.append(v)
+    rng, src, dst = random_edges(n, seed)
     return DataflowGraph(
-        src=np.array(src), dst=np.array(dst),
+        src=src, dst=dst,
         flops=rng.integers(1, 3, n).astype(np.float64) * 1e9,
         out_bytes=rng.integers(1, 3, n).astype(np.float64) * 1e9,
     )
@@ -151,7 +152,6 @@ def test_the_dispatchers_cache_is_keyed_on_the_list_kernel_source():
     """Numba re-validates ``run_packed`` and ``run_many`` against kernels.py only; the import keeps a
     digest of list_kernel.py beside their cache so that an edit of the list kernel flushes it."""
     import hashlib
-    from pathlib import Path
 
     from doppler_gym.sim import list_kernel
 
