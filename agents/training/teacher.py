@@ -31,6 +31,7 @@ from doppler_gym.envs.placement import PlacementEnv
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
+
 def devices_interchangeable(topology: Topology, config: SimConfig) -> bool:
     """Whether every permutation of the devices leaves every makespan unchanged: the raw cost model
     (the reference simulator ignores the figures), or equal speeds and memories and one bandwidth
