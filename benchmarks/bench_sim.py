@@ -25,9 +25,10 @@ Target: <= 50 ns per (op + edge) at 100k ops.
 
 Part 3, the floor, one thread: ``simulate_batch`` (the exact list kernel) against the same list
 scheduling stripped of everything exactness needs (SimPy's tie order, the traces): ties broken
-by heap position, so *not* the reference model (the last column: on how many assignments its makespan differs); it
-bounds what any exact kernel of this design can reach here, and the batch ratio it would give
-with the same thread scaling ("thread gain": the exact batch on all numba threads against one).
+by queue position, so *not* the reference model (the last column: the share of assignments whose
+makespan differs); it bounds what any exact kernel of this design can reach here, and the batch
+ratio it would give with the same thread scaling ("thread gain": the exact batch on all numba
+threads against one).
 
 PASS/FAIL is printed per target; the exit status is always 0 (timings depend on the machine).
 All numba kernels are compiled (warmed up) before anything is timed.
