@@ -14,6 +14,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.trace import Trace
 
 _UNIT_LABEL = {"paper": "paper units (raw cost / 1e10)", "cost": "cost units", "s": "s"}
+THIN_OP_FRACTION = 0.002  # ops shorter than this share of the makespan are drawn as lines, not bars
 
 
 def plot_gantt(
@@ -27,7 +28,9 @@ def plot_gantt(
     """Write a Gantt chart of ``trace`` to ``path`` (PNG, or any format matplotlib infers from the suffix).
 
     Rows are devices (device 0 on top). Each op is a bar from its start to its end, coloured by
-    op kind when the graph has kinds, else by op id (early ops dark, late ops light). Each
+    op kind when the graph has kinds, else by op id (early ops dark, late ops light); an op
+    shorter than ``THIN_OP_FRACTION`` of the makespan, which would be too narrow to see, is a
+    full-height line at its start instead (counted in the legend). Each
     transfer between devices is a thin grey line from the producer's row at the moment the data
     leaves to the consumer's row when it arrives, ending in a dot. A dashed line marks
     ``lower_bound`` when given; the title reports the makespan.
@@ -97,6 +100,12 @@ def _gantt_figure(trace: Trace, graph: DataflowGraph, title: str | None, lower_b
     ax.barh(row, dur, left=trace.start, height=height, color=colours, edgecolor="black", linewidth=0.3, zorder=2)
 
     span = max(trace.makespan, 1e-300)
+    thin = np.flatnonzero(dur < THIN_OP_FRACTION * span)  # bars too narrow to see: a full-height line each
+    if thin.size:
+        ax.vlines(trace.start[thin], row[thin] - height / 2, row[thin] + height / 2,
+                  colors=[colours[v] for v in thin], linewidths=2, zorder=3)
+        legend.append(_line_handle(f"op under {THIN_OP_FRACTION:.1%} of the makespan ({thin.size})",
+                                   color="0.35", linewidth=2))
     for v in np.flatnonzero(dur > 0.025 * span):  # label ops wide enough to hold their id
         ax.text(trace.start[v] + dur[v] / 2, row[v], str(int(v)), ha="center", va="center", fontsize=6,
                 color="white" if graph.kinds is None and v < 0.6 * graph.n_ops else "black", zorder=4)
@@ -138,7 +147,7 @@ def _palette(n: int) -> list[tuple[float, float, float, float]]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _line_handle(label: str, color: str = "0.35", linestyle: str = "-"):  # noqa: ANN202
+def _line_handle(label: str, color: str = "0.35", linestyle: str = "-", linewidth: float = 1):  # noqa: ANN202
     from matplotlib.lines import Line2D
 
-    return Line2D([], [], color=color, linestyle=linestyle, linewidth=1, label=label)
+    return Line2D([], [], color=color, linestyle=linestyle, linewidth=linewidth, label=label)
