@@ -207,29 +207,27 @@ def alloc_workspace(meta):
     return (fifo, heap_time, heap_key, heap_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_i32, missing)
 
 
+@njit(cache=True, inline="always")
+def _segment(values, meta, slot, length):
+    """``values[meta[slot] : meta[slot] + length]``: one of the arrays packed into ``ints``/``floats``."""
+    o = meta[slot]
+    return values[o : o + length]
+
+
 @njit(cache=True)
 def problem_arrays(meta, ints, floats):
     """The packed problem's graph, op and device-pair arrays, in the order of the first arguments of
     :func:`~doppler_gym.sim.list_kernel.run_list` (:func:`run` reads them too)."""
-    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
-    o = meta[M_SUCC_PTR]
-    succ_ptr = ints[o : o + n + 1]
-    o = meta[M_SUCC_DST]
-    succ_dst = ints[o : o + n_edges]
-    o = meta[M_SUCC_EDGE]
-    succ_edge = ints[o : o + n_edges]
-    o = meta[M_INDEG]
-    in_degree = ints[o : o + n]
-    o = meta[M_COMP]
-    comp = floats[o : o + n]
-    o = meta[M_SIZE]
-    size = floats[o : o + n]
-    o = meta[M_INV_SPEED]
-    inv_speed = floats[o : o + n_dev]
-    o = meta[M_PAIR_LAT]
-    pair_latency = floats[o : o + n_dev * n_dev]
-    o = meta[M_PAIR_INV_BW]
-    pair_inv_bw = floats[o : o + n_dev * n_dev]
+    n, n_edges, n_pairs = meta[M_N], meta[M_E], meta[M_D] * meta[M_D]
+    succ_ptr = _segment(ints, meta, M_SUCC_PTR, n + 1)
+    succ_dst = _segment(ints, meta, M_SUCC_DST, n_edges)
+    succ_edge = _segment(ints, meta, M_SUCC_EDGE, n_edges)
+    in_degree = _segment(ints, meta, M_INDEG, n)
+    comp = _segment(floats, meta, M_COMP, n)
+    size = _segment(floats, meta, M_SIZE, n)
+    inv_speed = _segment(floats, meta, M_INV_SPEED, meta[M_D])
+    pair_latency = _segment(floats, meta, M_PAIR_LAT, n_pairs)
+    pair_inv_bw = _segment(floats, meta, M_PAIR_INV_BW, n_pairs)
     return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
 
 
@@ -265,17 +263,12 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
         meta, ints, floats
     )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
-    o0 = meta[M_SRC]
-    edge_src = ints[o0 : o0 + n_edges]
-    o0 = meta[M_DST]
-    edge_dst = ints[o0 : o0 + n_edges]
-    o0 = meta[M_ROUTE_PTR]
-    route_ptr = ints[o0 : o0 + n_links + 1]
+    edge_src = _segment(ints, meta, M_SRC, n_edges)
+    edge_dst = _segment(ints, meta, M_DST, n_edges)
+    route_ptr = _segment(ints, meta, M_ROUTE_PTR, n_links + 1)
     route_link = ints[meta[M_ROUTE_LINK] :]
-    o0 = meta[M_LAT]
-    link_latency = floats[o0 : o0 + n_links]
-    o0 = meta[M_BW]
-    link_bandwidth = floats[o0 : o0 + n_links]
+    link_latency = _segment(floats, meta, M_LAT, n_links)
+    link_bandwidth = _segment(floats, meta, M_BW, n_links)
     divisor = floats[meta[M_DIV]]
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
@@ -623,10 +616,8 @@ def run_packed(meta, ints, floats, assignment, times):
     low, high = value_range(assignment)
     if low < 0 or high >= n_dev or (meta[M_EXACT_DEVICES] != 0 and high + 1 != n_dev):
         return -1.0  # not this problem's devices: the caller checks and reports
-    o = meta[M_COMP_FACTOR]
-    comp_factor = floats[o : o + n]
-    o = meta[M_EDGE_FACTOR]
-    edge_factor = floats[o : o + n_edges]
+    comp_factor = _segment(floats, meta, M_COMP_FACTOR, n)
+    edge_factor = _segment(floats, meta, M_EDGE_FACTOR, n_edges)
     if meta[M_LIST] != 0:
         makespan = run_list(
             *problem_arrays(meta, ints, floats), comp_factor, edge_factor, meta[M_PLAIN] != 0, assignment, n_dev,
@@ -635,8 +626,7 @@ def run_packed(meta, ints, floats, assignment, times):
         )
         if makespan >= 0.0:
             return makespan / floats[meta[M_DIV]]
-    o = meta[M_PRIO]
-    priority = floats[o : o + n]
+    priority = _segment(floats, meta, M_PRIO, n)
     return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
