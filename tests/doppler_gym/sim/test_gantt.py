@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("matplotlib")
-
-import doppler_gym as dg  # noqa: E402
-from doppler_gym.sim.gantt import THIN_OP_FRACTION, _gantt_figure, gantt_rgb_array  # noqa: E402
+import doppler_gym as dg
+from doppler_gym.sim.gantt import THIN_OP_FRACTION, _gantt_figure, gantt_rgb_array
 
 RAW = dg.SimConfig(cost_model="raw")
 
