@@ -53,8 +53,9 @@ from doppler_gym.graph.io import PAPER_EXPERIMENTS, load_graph
 from doppler_gym.graph.types import DataflowGraph
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "doppler_gym" / "sim"))  # the one copy of the SimPy oracle
-from simpy_port import simpy_makespan  # noqa: E402
+if str(ROOT) not in sys.path:  # run as a script: the SimPy oracle is the test suite's (tests/ is a package)
+    sys.path.insert(0, str(ROOT))
+from tests.doppler_gym.sim.simpy_port import simpy_makespan  # noqa: E402
 
 PAPER_GRAPHS = PAPER_EXPERIMENTS
 TARGET_SINGLE = 500.0  # SimPy time / simulate time, per call

@@ -8,6 +8,7 @@ Cost tables are in the simulator's internal time unit (seconds, or raw cost unit
 from __future__ import annotations
 
 import time
+
 import numpy as np
 
 from doppler_gym.baselines.types import Placement, rank_of

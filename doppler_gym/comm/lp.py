@@ -284,7 +284,7 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
     lo, E, step = lb, lb, 1
     best = None
     while best is None:
-        if E > max_epochs or time.perf_counter() >= deadline:
+        if max_epochs < E or time.perf_counter() >= deadline:
             raise RuntimeError(f"lp_schedule: no feasible horizon found (tried {[s[0] for s in solves]}) within "
                                f"time_limit={time_limit} s / max_epochs={max_epochs}; raise them")
         status, built, x = attempt(E)

@@ -120,7 +120,7 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
     step = 1
     E = lb
     while best is None:
-        if E > max_epochs:
+        if max_epochs < E:
             raise ValueError(f"min_epoch_schedule: no schedule within {max_epochs} epochs; coarser epochs "
                              "(epoch='slow' or a multiplier) or fewer chunks shrink the model")
         status, got = attempt(E)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 _TIME_FIELDS = ("start", "end", "edge_start", "edge_end")
 
 

@@ -7,13 +7,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 import doppler_gym as dg
 from agents.gdp import GDPArgs, _sample, load_gdp, train_gdp
 from agents.gdp_policy import NEG_LOGIT, GDPGraph, GDPNet, positional_encoding
 from agents.learned_result import LearnedResult
 from agents.train import load_checkpoint
+from tests.agents.learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

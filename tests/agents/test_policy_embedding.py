@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from policy_helpers import collect, make_env, mixed_batch, stack
 
 from agents.embedding import StaticEncoder, group_batch
 from agents.policy import DopplerPolicy
+from tests.agents.policy_helpers import collect, make_env, mixed_batch, stack
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

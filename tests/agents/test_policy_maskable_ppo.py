@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from policy_helpers import make_env, mixed_batch
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.policy import NEG, DopplerExtractor, DopplerPolicy, PlcHead, transfer_objects
+from tests.agents.policy_helpers import make_env, mixed_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = {"hidden_dim": 32, "n_layers": 2, "head_dim": 32}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from policy_helpers import make_env, random_dag, stack
 
 from agents import embedding
 from agents.embedding import StaticEncoder, group_batch
 from agents.paths import PathIndex, best_neighbour, follow
+from tests.agents.policy_helpers import make_env, random_dag, stack
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from train_helpers import small_args
 
 from agents.train import Instance, TrainArgs, load_checkpoint, train
 from agents.training.ablation import TeacherPhase, agent_steps, wrap_learn
 from doppler_gym.envs.observation import PLC, SEL
+from tests.agents.train_helpers import small_args
 
 
 def _teacher_episode(env, rng=None):

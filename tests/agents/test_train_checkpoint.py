@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from train_helpers import FAST, sample_observations, small_args
 
 from agents.train import (
     CHECKPOINT_NAME,
@@ -21,6 +20,7 @@ from agents.train import (
     save_checkpoint,
     train,
 )
+from tests.agents.train_helpers import FAST, sample_observations, small_args
 
 
 def _logits(policy, obs) -> torch.Tensor:

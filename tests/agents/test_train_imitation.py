@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from train_helpers import small_args, teacher_makespans
 
 from agents.train import Trainer, imitation_loss, read_metrics
+from tests.agents.train_helpers import small_args, teacher_makespans
 
 
 def test_imitation_loss_is_minus_log_of_teacher_probability_mass() -> None:

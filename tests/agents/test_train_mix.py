@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-from train_helpers import FAST
 
 from agents.learned_common import torch_threads
 from agents.train import Instance, StateBuffer, TrainArgs, load_policy, read_metrics, train
@@ -14,6 +13,7 @@ from agents.training.evaluate import decode_graph
 from agents.training.graphs import GraphMix, GraphSpec, held_out_graphs, padding_for, parse_specs
 from doppler_gym import workloads
 from doppler_gym.cli.main import main
+from tests.agents.train_helpers import FAST
 
 MIX = ("random:n_ops=8..14,levels=3", "chainmm:blocks=2")
 EVAL = ("random:n_ops=16,levels=4", "ffnn:layers=2,blocks=2")

@@ -6,11 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from train_helpers import FAST, small_args
-
-from agents.training.rl import reinforce_advantages
 
 from agents.train import STAGE_WEIGHTS, TrainArgs, Trainer, read_metrics, summary_keys, train
+from agents.training.rl import reinforce_advantages
+from tests.agents.train_helpers import FAST, small_args
 
 
 def test_three_stages_on_chainmm(tmp_path) -> None:

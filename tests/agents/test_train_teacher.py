@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from train_helpers import small_args
 
 import doppler_gym as dg
 from agents.train import Instance, TrainArgs, train
 from agents.training.teacher import AssignmentTeacher, devices_interchangeable, relabelled_targets
 from doppler_gym import baselines
+from tests.agents.train_helpers import small_args
 
 
 def test_relabelled_targets_by_hand() -> None:

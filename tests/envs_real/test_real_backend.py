@@ -10,13 +10,13 @@ import weakref
 import numpy as np
 import pytest
 import torch
-from real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 import doppler_gym as dg
 from doppler_gym.envs.backend import Backend
 from envs_real import RealBackend, RealExecutionError, RealTrace
 from envs_real import materialize as materialize_mod
 from envs_real.materialize import reference_outputs
+from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 FIFO = dg.SimConfig()
 PRIORITY = dg.SimConfig(queue_order="priority")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from real_helpers import cost_only_graph, small_ffnn
 
 import doppler_gym as dg
 from envs_real import Calibration, FidelityReport, RealBackend, calibrate, fidelity, sample_placements
 from envs_real.calibration import _fit_affine, critical_path_placement
+from tests.envs_real.real_helpers import cost_only_graph, small_ffnn
 
 
 def test_fit_affine_recovers_latency_and_bandwidth():

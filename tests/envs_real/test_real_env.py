@@ -5,11 +5,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from real_helpers import small_ffnn
 
 import envs_real
 from envs_real import RealBackend, make_real_env
 from envs_real import materialize as materialize_mod
+from tests.envs_real.real_helpers import small_ffnn
 
 
 def rollout(env, seed=0):

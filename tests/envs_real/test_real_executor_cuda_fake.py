@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 import torch
-from real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 from envs_real.executor_cuda import CudaStreams, run_cuda
 from envs_real.materialize import external_tensors, materialize, reference_outputs
 from envs_real.plan import PlacedGraph
+from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 
 class FakeCuda:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 import doppler_gym as dg
 from envs_real import RealBackend, calibrate, fidelity
 from envs_real import materialize as materialize_mod
 from envs_real.materialize import reference_outputs
+from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
 
 pytestmark = [
     pytest.mark.gpu,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from real_helpers import cost_only_graph, small_ffnn
 
 import doppler_gym as dg
 from doppler_gym.graph.ops import OP_FUNCTIONS, evaluate_graph_numpy, infer_output_shape, run_numpy
@@ -19,6 +18,7 @@ from envs_real.materialize import (
     resolve_scale,
     workload_externals,
 )
+from tests.envs_real.real_helpers import cost_only_graph, small_ffnn
 
 CASES = [
     ("einsum", [(2, 3), (3, 4)], "ij,jk->ik"),

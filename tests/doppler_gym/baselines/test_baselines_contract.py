@@ -6,11 +6,11 @@ import sys
 
 import numpy as np
 import pytest
-from baseline_graphs import RAW, fork_join, small_random, two_chains
 
 import doppler_gym as dg
 from doppler_gym import baselines
 from doppler_gym.baselines import Placement
+from tests.doppler_gym.baselines.baseline_graphs import RAW, fork_join, small_random, two_chains
 
 OPTIONS = {
     "local_search": {"max_evals": 1500, "seconds": None, "batch_size": 64},

@@ -6,10 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
-from baseline_graphs import RAW, fork_join, make_graph, small_random, two_chains
 
 import doppler_gym as dg
 from doppler_gym import baselines
+from tests.doppler_gym.baselines.baseline_graphs import RAW, fork_join, make_graph, small_random, two_chains
 
 
 def enumerate_by_hand(graph: dg.DataflowGraph, topo: dg.Topology, config: dg.SimConfig) -> float:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from baseline_graphs import RAW, fork_join, make_graph, two_chains
 
 import doppler_gym as dg
 from doppler_gym import baselines
 from doppler_gym.baselines.common import Costs
 from doppler_gym.baselines.timeline import InsertionPlan
+from tests.doppler_gym.baselines.baseline_graphs import RAW, fork_join, make_graph, two_chains
 
 STRUCTURED = ("critical_path", "heft", "cpop", "peft", "local_search", "brute_force", "cp_sat")
 FAST = {"local_search": {"max_evals": 2000, "seconds": None}, "cp_sat": {"time_limit": 5.0, "workers": 1}}

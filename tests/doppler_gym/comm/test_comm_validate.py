@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from comm_validate_reference import reference_check
 
 from doppler_gym.comm.baselines import direct_schedule, ring_schedule
 from doppler_gym.comm.demand import make_demand
@@ -12,6 +11,7 @@ from doppler_gym.comm.epochs import epoch_duration
 from doppler_gym.comm.schedule import Schedule, arrival_offset, link_timing
 from doppler_gym.comm.topology import CommTopology, comm_topology
 from doppler_gym.comm.validate import validate
+from tests.doppler_gym.comm.comm_validate_reference import reference_check
 
 CHUNK = 1e9  # [B]; with 1e9 B/s links and tau = 1 s: one chunk per epoch
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 import doppler_gym as dg
-
-import env_helpers as helpers
+import tests.doppler_gym.envs.env_helpers as helpers
 
 
 @pytest.fixture

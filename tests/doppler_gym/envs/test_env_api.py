@@ -10,12 +10,12 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from env_helpers import masked_rollout
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import doppler_gym as dg
 from doppler_gym.envs import ENV_IDS, PlacementEnv, PlaceOnly, SelectOnly
+from tests.doppler_gym.envs.env_helpers import masked_rollout
 
 # Expected checker warnings: feature boxes are unbounded above (times / critical path), and SB3
 # recommends flat vectors (the 2-D arrays are meant for a graph network extractor).

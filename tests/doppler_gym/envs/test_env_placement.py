@@ -7,11 +7,20 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
-from env_helpers import RAW, TOY_B, TOY_COMM, TOY_COMP, TOY_SCALE, TOY_T, make_toy, masked_rollout
 
 import doppler_gym as dg
 from doppler_gym.envs import PlacementEnv
 from doppler_gym.envs.context import GRAPH_ID_MODULUS, graph_id
+from tests.doppler_gym.envs.env_helpers import (
+    RAW,
+    TOY_B,
+    TOY_COMM,
+    TOY_COMP,
+    TOY_SCALE,
+    TOY_T,
+    make_toy,
+    masked_rollout,
+)
 
 N, D = 6, 3  # toy env padding: 5 ops + 1 padding op, 2 devices + 1 padding device
 

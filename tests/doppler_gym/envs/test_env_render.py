@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from env_helpers import masked_rollout
 
 from doppler_gym.envs import PlacementEnv
+from tests.doppler_gym.envs.env_helpers import masked_rollout
 
 
 def _is_image(img) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from env_helpers import RAW, make_toy, masked_rollout
 
 from doppler_gym.envs import PlacementEnv, ShapedReward, make_reward, register_reward, reward_names
 from doppler_gym.envs.rewards import Reward
+from tests.doppler_gym.envs.env_helpers import RAW, make_toy, masked_rollout
 
 
 def rollout(reward, graph="paper/ffnn", seed=0, **kwargs):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from env_helpers import RAW, make_toy
 
 import doppler_gym as dg
 from doppler_gym.baselines.critical_path import critical_path
 from doppler_gym.envs import PlacementEnv
+from tests.doppler_gym.envs.env_helpers import RAW, make_toy
 
 N, D = 6, 3
 

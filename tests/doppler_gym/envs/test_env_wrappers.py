@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from env_helpers import RAW, make_toy, masked_rollout, teacher_rollout
 
 from doppler_gym.envs import PlacementEnv, PlaceOnly, SelectOnly
+from tests.doppler_gym.envs.env_helpers import RAW, make_toy, masked_rollout, teacher_rollout
 
 
 def test_place_only_spaces_and_phase():

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -24,10 +22,7 @@ import doppler_gym as dg
 from doppler_gym.comm import multicast as mc
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.multicast import edge_times, timer_for
-
-if str(Path(__file__).parent) not in sys.path:  # the DAG helper lives next to this file (any import mode)
-    sys.path.insert(0, str(Path(__file__).parent))
-from sim_dag_helpers import random_edges  # noqa: E402
+from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
 needs_ortools = pytest.mark.skipif(importlib.util.find_spec("ortools") is None,
                                    reason="multicast='teccl' needs OR-Tools (pip install doppler-gym[solvers])")

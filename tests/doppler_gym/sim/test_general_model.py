@@ -23,9 +23,7 @@ documented model (it shares no code with the Numba kernels). Covered:
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -37,10 +35,7 @@ import doppler_gym as dg
 from doppler_gym.graph.analysis import critical_path, lower_bound
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.topology.types import Topology
-
-if str(Path(__file__).parent) not in sys.path:  # the oracle lives next to this file (any import mode)
-    sys.path.insert(0, str(Path(__file__).parent))
-from general_reference import (
+from tests.doppler_gym.sim.general_reference import (
     compute_time,
     reference_simulate,
     resolve_topology,

@@ -9,7 +9,6 @@ and the two ways back to the event loop (zero-work ops at packing, a duration th
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,10 +19,7 @@ import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels as K
 from doppler_gym.sim.packing import list_kernel_applies, pack
-
-if str(Path(__file__).parent) not in sys.path:  # the DAG helpers live next to this file (any import mode)
-    sys.path.insert(0, str(Path(__file__).parent))
-from sim_dag_helpers import random_edges  # noqa: E402
+from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
 REF = dg.SimConfig.reference()
 

@@ -19,9 +19,7 @@ A failure message names the first op whose start differs and prints the oracle's
 
 from __future__ import annotations
 
-import sys
-from functools import lru_cache
-from pathlib import Path
+from functools import cache
 
 import numpy as np
 import pytest
@@ -31,10 +29,7 @@ from hypothesis import strategies as st
 import doppler_gym as dg
 from doppler_gym.graph.io import load_graph
 from doppler_gym.graph.types import DataflowGraph
-
-if str(Path(__file__).parent) not in sys.path:  # the oracle lives next to this file (any import mode)
-    sys.path.insert(0, str(Path(__file__).parent))
-from simpy_port import PortTrace, simpy_trace  # noqa: E402
+from tests.doppler_gym.sim.simpy_port import PortTrace, simpy_trace
 
 PAPER_GRAPHS = (
     "paper/chainmm",
@@ -59,7 +54,7 @@ REF = dg.SimConfig.reference()
 
 
 # ---------------------------------------------------------------------------------------- helpers
-@lru_cache(maxsize=None)
+@cache
 def _graph(name: str) -> DataflowGraph:
     return load_graph(name)
 
@@ -100,7 +95,7 @@ def _random_assignments(g: DataflowGraph, n_devices: int, count: int, seed: int)
     return rng.integers(0, n_devices, size=(count, g.n_ops), dtype=np.int64)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cases(name: str, n_devices: int) -> tuple[list[str], np.ndarray, list[PortTrace]]:
     """Labels, ``(B, n_ops)`` assignments and the oracle's traces for one graph and device count."""
     g = _graph(name)

@@ -10,8 +10,6 @@ with and without jitter; boundary errors.
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,11 +19,8 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels
 from doppler_gym.sim.multicast import edge_times, timer_for
 from doppler_gym.sim.packing import pack
-
-if str(Path(__file__).parent) not in sys.path:  # the oracle lives next to this file (any import mode)
-    sys.path.insert(0, str(Path(__file__).parent))
-from general_reference import reference_simulate, transfer_time
-from sim_dag_helpers import random_edges
+from tests.doppler_gym.sim.general_reference import reference_simulate, transfer_time
+from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
 pytest.importorskip("ortools")
 

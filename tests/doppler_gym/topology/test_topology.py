@@ -443,7 +443,7 @@ def test_h100x8_nvswitch_figures():
     for i, j in itertools.permutations(range(8), 2):
         assert t.bandwidth[i, j] == 450e9 and t.link_kinds[i][j] == "nvswitch"
         assert t.route(i, j) == [i, j]
-    assert presets.H100_SXM_BF16_DENSE == pytest.approx(989.4e12)
+    assert pytest.approx(989.4e12) == presets.H100_SXM_BF16_DENSE
 
 
 class TestTwoNode:
