@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.assignment import check_assignment
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
@@ -300,7 +301,7 @@ class RealBackend:
         t_call = time.perf_counter()
         config = SimConfig() if config is None else config
         n_dev = topology.n_devices
-        assign = _check_assignment(graph, assignment, n_dev)
+        assign = check_assignment(graph, assignment, topology, where="RealBackend: assignment").astype(np.int64)
         prio = _check_priorities(graph, priorities, config)
         phys = self.devices.mapping(n_dev)
         report = RunReport(
@@ -471,20 +472,6 @@ class RealBackend:
             report=report,
             error=report.error,
         )
-
-
-def _check_assignment(graph: DataflowGraph, assignment: object, n_dev: int) -> np.ndarray:
-    a = np.asarray(assignment)
-    if a.shape != (graph.n_ops,):
-        raise ValueError(f"RealBackend: assignment must have shape ({graph.n_ops},), got {a.shape}")
-    if a.size and (not np.issubdtype(a.dtype, np.integer) and not np.all(np.equal(np.mod(a, 1), 0))):
-        raise ValueError("RealBackend: assignment must hold integer device ids")
-    a = a.astype(np.int64)
-    if a.size and (a.min() < 0 or a.max() >= n_dev):
-        raise ValueError(
-            f"RealBackend: assignment uses devices outside 0..{n_dev - 1} (the topology's devices)"
-        )
-    return a
 
 
 def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig) -> np.ndarray | None:

@@ -9,13 +9,13 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels
+from doppler_gym.sim.assignment import MAX_IMPLICIT_DEVICES, as_device_ids, device_count
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.packing import pack
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
 _DEFAULT_CONFIG = SimConfig()
-MAX_IMPLICIT_DEVICES = 256  # topology=None: devices 0..max(assignment) form a uniform topology
 
 
 def simulate(
@@ -97,8 +97,8 @@ def simulate(
             f"simulate takes one assignment of shape ({graph.n_ops},), got shape {np.shape(assignment)}; "
             f"use simulate_batch for a (B, n_ops) array"
         )
-    assign = _check_assignment(graph, assignment, "assignment")
-    topo_devices = _n_devices(topology, assign)
+    assign = as_device_ids(graph, assignment, "assignment")
+    topo_devices = device_count(topology, assign)
     ctx = _context(graph, topology, topo_devices, config)
     return _run_single(ctx, graph, assign, topology, topo_devices, priorities, config)
 
@@ -183,8 +183,8 @@ def simulate_batch(
             f"simulate_batch: assignments must be a (B, {graph.n_ops}) array, got shape {arr.shape}; "
             f"use simulate() for a single assignment"
         )
-    assign = _check_assignment(graph, arr, "assignments")
-    topo_devices = _n_devices(topology, assign)
+    assign = as_device_ids(graph, arr, "assignments")
+    topo_devices = device_count(topology, assign)
     meta, ints, floats = pack(graph, topology, topo_devices, config)
     prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
     comp_factor, edge_factor = _jitter(graph, config, rows=assign.shape[0])
@@ -247,60 +247,6 @@ def _check_config(config: object) -> None:
             f"config must be a SimConfig, got {type(config).__name__}; e.g. SimConfig(link_model='fifo') "
             f"or SimConfig.reference()"
         )
-
-
-def _check_assignment(graph: DataflowGraph, values: object, label: str) -> np.ndarray:
-    """``values`` as a contiguous int32 array of devices, checked to be whole and >= 0."""
-    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
-    if arr.shape[-1:] != (graph.n_ops,) or arr.ndim not in (1, 2):
-        raise ValueError(
-            f"{label} has shape {arr.shape} but graph {graph.name!r} has {graph.n_ops} ops; "
-            f"give one device per op"
-        )
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{label} must hold integer device ids, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        bad = ~np.isfinite(arr) | (arr != np.round(arr))
-        if bad.any():
-            pos = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"{label}{list(pos)} = {float(arr[pos])!r} is not an integer device id")
-        if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
-            pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
-            raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
-    elif arr.dtype.itemsize > 4 or arr.dtype.kind == "u":
-        low, high = kernels.value_range(arr.reshape(-1))
-        if low < 0 or high > np.iinfo(np.int32).max:
-            pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
-            raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
-    return np.ascontiguousarray(arr, dtype=np.int32)
-
-
-def _n_devices(topology: Topology | None, assign: np.ndarray) -> int:
-    """Device count of the run: the topology's, or the highest device used + 1."""
-    low, high = kernels.value_range(assign.reshape(-1))
-    if low < 0:
-        pos = tuple(int(i) for i in np.argwhere(assign < 0)[0])
-        raise ValueError(f"assignment{list(pos)} = {assign[pos]} is negative; device ids start at 0")
-    used = int(high) + 1 if assign.size else 1
-    if topology is None:
-        if used > MAX_IMPLICIT_DEVICES:
-            raise ValueError(
-                f"assignment uses device {used - 1} but no topology was given; device ids above "
-                f"{MAX_IMPLICIT_DEVICES - 1} need an explicit Topology (e.g. Topology.uniform({used}))"
-            )
-        return used
-    if not isinstance(topology, Topology):
-        raise TypeError(
-            f"topology must be a Topology or None, got {type(topology).__name__}; "
-            f"use Topology.preset(name) or Topology.uniform(n)"
-        )
-    if used > topology.n_devices:
-        pos = tuple(int(i) for i in np.argwhere(assign >= topology.n_devices)[0])
-        raise ValueError(
-            f"assignment{list(pos)} = {assign[pos]} but topology {topology.name!r} has "
-            f"{topology.n_devices} devices (ids 0..{topology.n_devices - 1})"
-        )
-    return topology.n_devices
 
 
 def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig, n_rows: int) -> np.ndarray:
