@@ -1,12 +1,16 @@
-"""Gymnasium environments: DOPPLER's placement MDP on the simulator (and, later, real devices).
+"""Gymnasium environments: DOPPLER's placement MDP, one-shot assignment and collective scheduling.
 
-===========================  ==========================================  ============================
-id                           class                                       decision
-===========================  ==========================================  ============================
-``Doppler-Sim-v0``           :class:`~.placement.PlacementEnv`            SEL an op, then PLC its device
-``Doppler-SimAssign-v0``     :class:`~.assign.AssignEnv`                  the whole assignment at once
-``Doppler-Collective-v0``    :class:`~.collective.env.CollectiveEnv`      TE-CCL chunk sends, epoch by epoch
-===========================  ==========================================  ============================
+=========================  ==============================================  ====================================
+id                         entry point                                     decision
+=========================  ==============================================  ====================================
+``Doppler-Sim-v0``         :class:`~.placement.PlacementEnv`                SEL an op, then PLC its device
+``Doppler-SimAssign-v0``   :class:`~.assign.AssignEnv`                      the whole assignment at once
+``Doppler-Collective-v0``  :class:`~.collective.env.CollectiveEnv`          TE-CCL chunk sends, epoch by epoch
+``Doppler-Real-v0``        ``envs_real.env:make_real_env``                  as ``Doppler-Sim-v0``, run for real
+=========================  ==============================================  ====================================
+
+``Doppler-Real-v0`` is a :class:`~.placement.PlacementEnv` whose backend is the real one
+(``envs_real.RealBackend``); its string entry point loads ``envs_real`` only when the env is made.
 
 Wrappers: :class:`~.wrappers.PlaceOnly` (the agent only places) and :class:`~.wrappers.SelectOnly`
 (the agent only orders). Rewards: :mod:`~.rewards`; backends: :mod:`~.backend`; the observation
