@@ -1,7 +1,6 @@
 """Analytic lower bounds on a collective's finish time, in seconds and in epochs.
 
-Two families (study section 4.3, "always check against analytic bounds"), for a demand on a topology
-(:func:`lower_bound`):
+Two families, for a demand on a topology (:func:`lower_bound`):
 
 - **cut capacity**: every commodity that a GPU wants must enter it, every commodity a source
   must share must leave it, and every commodity wanted on the other side of a chassis cut must

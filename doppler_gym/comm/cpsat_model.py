@@ -7,7 +7,7 @@ Variables (all Boolean), over the :class:`~doppler_gym.comm.expanded.Network` ti
   receiver can still pass it on to a destination by the horizon; never into a node holding it.
 * ``H[c, i, t]``: GPU ``i`` holds ``c`` at the start of epoch ``t`` (the TE-CCL buffer ``B``).
 
-Constraints (the study's section 1.2, written as clauses where they are logical):
+Constraints (the TE-CCL MILP's, written as clauses where they are logical):
 
 1. capacity: every window of ``window[l]`` epochs has at most ``cap[l]`` sends on ``l``
    (``AddAtMostOne`` when ``cap = 1``), counting sends an earlier round already made (``busy``);

@@ -14,9 +14,9 @@ most 4 KB and 2 for ``slow`` at most 1 KB (:func:`default_multiplier`).
 
 Then the alpha guard for ``fast``/``slow``: when the smallest link latency is more than
 ``alpha_ratio_max`` (200) epochs long, ``tau`` grows to ``min alpha / 200``, since at such sizes
-latency dominates the finish time and finer epochs only grow the model. (This is why the study's
-1 KB rows show ``tau = 0.7 us / 200 = 3.5 ns``.) ``alpha_ratio_max=None`` turns it off. A given
-duration is kept exactly (no multiplier, no guard): the released code applies the guard to it too,
+latency dominates the finish time and finer epochs only grow the model. (With a smallest
+latency of 0.7 us, 1 KB buffers get ``tau = 0.7 us / 200 = 3.5 ns``.) ``alpha_ratio_max=None``
+turns it off. A given duration is kept exactly (no multiplier, no guard): the released code applies the guard to it too,
 but whoever names ``tau`` means that ``tau``.
 
 Links with zero latency are ignored by the guard (the smallest *positive* alpha counts).

@@ -16,7 +16,7 @@ A chunk sent on link ``l = (i, j)`` in epoch ``k`` becomes usable at ``j`` at ep
   epochs and its ``use_one_less_epoch`` constraint.)
 
 Capacity: on every window of ``window = beta + 1`` consecutive epochs a link carries at most
-``cap = floor((beta + 1) * kappa + 1e-9)`` sends (at least 1); the tolerance avoids the study's
+``cap = floor((beta + 1) * kappa + 1e-9)`` sends (at least 1); the tolerance avoids the
 floating-point pitfall where ``(beta + 1) * kappa`` evaluates to ``0.9999999999999999``.
 
 A GPU holds a chunk from the start of the epoch in which it lands until the end; it may send a held

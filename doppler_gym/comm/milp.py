@@ -1,8 +1,8 @@
 """Minimum-epoch chunk schedules for multicast demands (ALLGATHER, BROADCAST, ``{src: dsts}``) on CP-SAT.
 
-The TE-CCL MILP (study section 1.2; model in :mod:`doppler_gym.comm.cpsat_model`) has only 0/1
-variables and +-1 coefficients, which suits CP-SAT (the study measured it about 100x faster than
-HiGHS MIP on the hard 16-GPU case). The search, like the released code's ``ITERATIVE`` mode:
+The TE-CCL MILP (Liu et al., SIGCOMM 2024; model in :mod:`doppler_gym.comm.cpsat_model`) has only 0/1
+variables and +-1 coefficients, which suits CP-SAT (about 100x faster than HiGHS MIP on
+the hard 16-GPU case). The search, like the released code's ``ITERATIVE`` mode:
 
 1. a lower bound ``lo`` from :func:`doppler_gym.comm.bounds.release_cut_bound_epochs` (hop latency,
    per-GPU in-links, cuts at the slowest links);
@@ -15,7 +15,7 @@ HiGHS MIP on the hard 16-GPU case). The search, like the released code's ``ITERA
    (:mod:`doppler_gym.comm.compact`; deterministic, milliseconds) and, on request
    (``objective_budget``), the released ``PAPER`` objective (maximise the met (demand, epoch)
    pairs, i.e. minimise the sum of completion epochs) by CP-SAT, warm-started from that schedule.
-   The objective pass is off by default: on this machine it cost 10-40 s per 16-GPU case for a few
+   The objective pass is off by default: it can cost tens of seconds per 16-GPU case for a few
    percent of the objective, and a wall-clock stop would make the schedule depend on the load.
 
 ``optimal`` is True when every horizon below the result was proven infeasible (or is below the
@@ -75,7 +75,7 @@ def min_epoch_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, tim
         early_delivery: pull sends forward after the search (:func:`doppler_gym.comm.compact.left_shift`).
         objective_budget: when > 0 (and ``early_delivery``), also maximise the released objective with
             CP-SAT at the minimum horizon for this deterministic-time budget (CP-SAT work units;
-            on this 2-core machine one unit took 3-10 s of wall time, so it is off by default).
+            one unit can take seconds of wall time, so it is off by default).
         max_epochs: give up (ValueError) beyond this horizon.
 
     Raises:

@@ -1,6 +1,6 @@
 """Epoch timing of links and the :class:`Schedule` every solver and baseline returns.
 
-Time is cut into epochs of length ``tau`` [s] (TE-CCL's time-expanded network, study section 1.1;
+Time is cut into epochs of length ``tau`` [s] (TE-CCL's time-expanded network;
 ``tau`` itself comes from :func:`doppler_gym.comm.epochs.epoch_duration`).
 For a chunk of ``chunk_bytes`` [B] each link gets three numbers (:func:`link_timing`):
 
@@ -9,7 +9,7 @@ For a chunk of ``chunk_bytes`` [B] each link gets three numbers (:func:`link_tim
 - ``delta = ceil(alpha/tau - 1e-9)`` if ``alpha/tau > 0.1`` else 0: the latency in whole epochs.
 
 The timing rule shared by solvers, baselines and the validator (the released code's buffer and
-switch equations, study 1.2 constraints 3 and 5) says when a chunk that starts crossing link
+switch equations) says when a chunk that starts crossing link
 ``i -> j`` in epoch ``k`` is available at ``j``; :func:`arrival_offset` gives the offset:
 
 - into a GPU from a GPU, or into a switch from anything: ``k + 1 + delta + beta``. A GPU holds the

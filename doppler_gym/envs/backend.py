@@ -1,6 +1,6 @@
 """Backends: what executes a finished placement and measures its makespan.
 
-The env is a thin shell (DESIGN.md §2): at the end of an episode it hands the assignment and
+The env is a thin shell (``docs/architecture.md``): at the end of an episode it hands the assignment and
 priorities to a :class:`Backend` and reads the :class:`~doppler_gym.sim.trace.Trace` back.
 :class:`SimBackend` runs the Numba simulator; ``envs_real`` implements the same protocol on real
 devices.
