@@ -10,7 +10,7 @@ embeddings of the ops on its b-path and on its t-path; with the 0/1 membership m
 
 those sums are ``P_b @ H`` and ``P_t @ H`` for the ``(n, h)`` op embeddings ``H``, **row v = op v**
 (the authors' code stacks the rows in DFS-insertion order and then indexes them by op id, which
-hands most ops another op's path; see the reference spec §9.1 item 2. Here rows are op ids.)
+hands most ops another op's path. Here rows are op ids.)
 
 Everything is computed from the observation's static arrays (the b-level and t-level columns of
 ``op_features`` and the edge list), in numpy, once per graph; :class:`PathIndex` keeps the result.

@@ -1,7 +1,7 @@
 """Real work-conserving backend on torch devices, NVML monitor and sim calibration.
 
 ``envs_real`` implements the simulator's :class:`~doppler_gym.envs.backend.Backend` protocol on
-real hardware (DESIGN.md §2):
+real hardware (layers: ``docs/architecture.md``):
 
 - :class:`RealBackend` (:mod:`.backend`): runs a placed graph with PyTorch, work-conservingly
   (per device a ready queue, worker threads on CPU or CUDA streams and events on GPUs, peer copies

@@ -2,7 +2,7 @@
 
 Exercised only on a machine with a GPU (``tests/envs_real`` marks those tests ``gpu``; CI has none).
 
-Design (anchors §5.1; the einsummable engine of the reference spec §6.1):
+Design:
 
 - Every logical device ``d`` has ``lanes`` compute streams (the sim config's ``streams``) on its
   physical GPU and a ready queue (:class:`envs_real.plan.ReadyQueue`, FIFO or priority). When a

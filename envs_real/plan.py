@@ -1,7 +1,7 @@
 """What both executors share: the placed graph's bookkeeping, the work-conserving ready queue,
 and the result of one run.
 
-The WC rule (DESIGN.md §1, the simulator's :class:`~doppler_gym.sim.SimConfig` ``queue_order``):
+The WC rule (the simulator's :class:`~doppler_gym.sim.SimConfig` ``queue_order``):
 an op is *ready* on its device when every input has arrived there (same-device inputs when their
 producer ends, others when their copy ends); a free lane (CPU worker thread or CUDA stream) of a
 device starts its most urgent ready op at once. ``"fifo"``: by the order ops became ready;
