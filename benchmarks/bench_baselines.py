@@ -11,14 +11,14 @@ of every baseline, its ratio to the lower bound ``max(critical path, work / D)``
 ``--cp-sat-seconds``.
 
 Part 2, the critical-path heuristic over ``--cp-seeds`` tie-break seeds, in three variants, next to
-the reference study's figures (doppler-reference-spec section 5.3): the fixed time model; the
-authors' time model with the correct node selection (the study's "CP (env)"); the authors' code
-with its node-selection bug (``paper_faithful=True``).
+the reference figures in ``STUDY_CP``: the fixed time model;
+the authors' time model with the correct node selection ("CP (env)"); the authors' code with its
+node-selection bug (``paper_faithful=True``).
 
 Part 3, the search target: wall time for ``local_search`` to reach chainmm's optimum 1200.07
 (= the lower bound) on 4 devices, for several seeds. Target: <= 60 s each.
 
-Timings depend on the machine (the reference study used 2 shared vCPUs).
+Timings depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from doppler_gym.graph.io import PAPER_EXPERIMENTS
 
 PAPER_GRAPHS = PAPER_EXPERIMENTS
 REFERENCE = dg.SimConfig.reference()
-# The reference study (doppler-reference-spec section 5.3): CP fixed mean, CP env min / mean.
+# Reference figures of the critical-path heuristic: CP fixed mean, CP env min / mean.
 STUDY_CP = {
     "paper/chainmm": (1840.1, 1600.04, 1705.1),
     "paper/ffnn": (84.34, 77.74, 83.98),
@@ -86,7 +86,7 @@ def _note(p: baselines.Placement) -> str:
 
 def bench_cp(args: argparse.Namespace) -> None:
     seeds = range(args.cp_seeds)
-    print(f"\n== Part 2: critical-path heuristic over {args.cp_seeds} seeds (study = doppler-reference-spec 5.3) ==")
+    print(f"\n== Part 2: critical-path heuristic over {args.cp_seeds} seeds (study = reference figures) ==")
     print(f"  {'graph':<24}{'fixed mean':>11}{'study':>9}   {'authors time model min/mean':>28}{'study':>17}"
           f"   {'paper_faithful min/mean':>24}")
     for name, d in PAPER_GRAPHS:

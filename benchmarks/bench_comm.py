@@ -6,16 +6,16 @@ Run from the repository root::
     python benchmarks/bench_comm.py --quick    # skip the ALLTOALL LPs, the NDv2 fast MILP and 32 GPUs
     python benchmarks/bench_comm.py --plot algbw.png
 
-Part 1 (issue 6, "must show"): each case through ``dg.comm.solve`` (which validates every result)
+Part 1 (the published cases): each case through ``dg.comm.solve`` (which validates every result)
 and once more through ``dg.comm.validate``; the table lists our epochs next to the published ones,
 the analytic lower bound (our search's, :func:`doppler_gym.comm.bounds.release_cut_bound_epochs`), and
 our solver seconds next to the released Gurobi times (microsoft/TE-CCL ``output_provided``, the
 authors' machine; DGX-1 from the fork ``EternalLied/teccl-adaptation``). Published ALLTOALL figures
-carry the released code's quirks (study section 2, bugs 1 and 6): NDv2 2-chassis 59 epochs rests on
+carry the released code's quirks: NDv2 2-chassis 59 epochs rests on
 a GPU wrongly made a switch (with 16 real GPUs the minimum is 64, the NIC bound: 320 ms, 3.125
 GB/s), DGX-2 2-chassis 34 is a weighted-objective LP, not its minimum horizon (32).
 
-Part 1b: 32 GPUs beyond the must-show list: NDv2 4-chassis ALLGATHER slow and DGX-2 2-chassis
+Part 1b: 32 GPUs: NDv2 4-chassis ALLGATHER slow and DGX-2 2-chassis
 ALLGATHER fast (the released Gurobi run took 2700 s for its 31 epochs), each by MILP and by rounds.
 
 Part 2: DGX-1 ALLGATHER, TE-CCL MILP with fast epochs against the ring baseline

@@ -10,29 +10,11 @@ For each graph and method: ``train_placeto`` / ``train_gdp`` with ``--budget`` s
 (the final evaluation comes on top), then the makespan of the best decoded placement next to the
 final greedy decode, the mean of the final sampled decodes, the critical-path heuristic
 (``reference_makespan``), the lower bound and the best known placement (the paper's ENUMOPT-level
-figures quoted in issue 4; our local search reached 56.70 on ffnn), with the episodes run and the
+figures; our local search reaches 56.70 on ffnn), with the episodes run and the
 seconds per training episode. Results depend on the machine's speed (a budget, not an episode count,
 ends each run); ``--json PATH`` also writes them as JSON.
 
-Results on the 2 shared vCPUs of the development machine, ``--budget 90``, seed 0 (paper units;
-``makespan`` = best decoded placement, ``greedy`` = greedy decode of the final policy)::
-
-    graph              method    makespan    greedy  smp mean crit.path    best x best  episodes   s/ep
-    paper/chainmm      placeto     1600.0    1600.0    1900.1    1600.1  1200.1   1.33      1328  0.068
-    paper/chainmm      gdp         1400.2    1500.1    1500.1    1600.1  1200.1   1.17     55744  0.002
-    paper/ffnn         placeto       84.2      84.2     109.6      84.2    64.2   1.31       448  0.207
-    paper/ffnn         gdp           78.2      84.4      84.4      84.2    64.2   1.22     36480  0.002
-    paper/llama-block  placeto      326.3     388.7     379.9     247.1   167.1   1.95       320  0.291
-    paper/llama-block  gdp          208.5     252.5     252.5     247.1   167.1   1.25     31776  0.003
-    paper/llama-layer  placeto      318.7     375.2     384.3     237.8   156.6   2.04       176  0.537
-    paper/llama-layer  gdp          217.3     230.9     230.9     237.8   156.6   1.39     30816  0.003
-
-Like the paper's Table 2 (Placeto 411.5 and 295.1 ms against the critical path's 230.9 and 292.6 on
-the llama graphs), Placeto is worse than the critical-path heuristic on the llama graphs: within
-the budget it reaches a few hundred episodes there and settles near the one-device placement
-(388.7 = the total work on llama-block), which beats random spreading when a transfer costs 4x
-the op. GDP beats the heuristic on every graph but its per-op softmaxes collapse early (sampled
-mean = greedy), 17-39 % above the best known placements.
+Results, dated, with the machine they were measured on: ``docs/results/bench_learned_baselines.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Makespans under point-to-point copies vs TE-CCL multicasts, and the solve/cache cost (issue 6).
+"""Makespans under point-to-point copies vs TE-CCL multicasts, and the solve/cache cost.
 
 Run from the repository root::
 
