@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_comm.py            # everything (a few minutes on 2 cores)
+    python benchmarks/bench_comm.py            # everything (a few minutes)
     python benchmarks/bench_comm.py --quick    # skip the ALLTOALL LPs, the NDv2 fast MILP and 32 GPUs
     python benchmarks/bench_comm.py --plot algbw.png
 
