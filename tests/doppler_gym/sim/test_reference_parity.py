@@ -1,15 +1,14 @@
 """``SimConfig.reference()`` reproduces the DOPPLER authors' SimPy simulator exactly.
 
 The oracle is ``simpy_port.py`` (the authors' event structure on the real ``simpy`` package). Every
-comparison is exact (``==`` on float64), same-time event order included: the reference spec (§5.2)
-measured that a list scheduler with a plausible tie-break differs from SimPy on up to 63% of random
-assignments, so "close" is not good enough.
+comparison is exact (``==`` on float64), same-time event order included: a list scheduler with a plausible tie-break can differ from SimPy
+on a large share of random assignments, so "close" is not good enough.
 
 Covered:
 * the six paper graphs x D in {2, 4, 8}: structured placements (one device, round-robin by id,
   contiguous id blocks, topological level mod D) and seeded random ones (300 per graph with
   D = 4 and 8); makespan of ``simulate`` and ``simulate_batch``, per-op start and end;
-* the one-device anchors of the reference spec's table (makespan = sum(comp) / 1e10);
+* the one-device makespans of the paper graphs (makespan = sum(comp) / 1e10);
 * hand-computed tiny instances that pin down the oracle itself (FIFO by request time);
 * hypothesis: small random DAGs with tiny integer costs (many same-time events), shuffled edge
   order and relabelled op ids.
@@ -41,7 +40,7 @@ PAPER_GRAPHS = (
 )
 DEVICE_COUNTS = (2, 4, 8)
 N_RANDOM = {2: 30, 4: 150, 8: 150}  # random assignments per graph and device count
-# One-device makespans of the reference spec's table (§5.3, "1-dev" column), paper units.
+# One-device makespans of the paper graphs (sum(comp) / 1e10), paper units.
 ONE_DEVICE_ANCHORS = {
     "paper/chainmm": 4800.28,
     "paper/ffnn": 226.78,
