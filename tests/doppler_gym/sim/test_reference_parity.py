@@ -1,8 +1,9 @@
 """``SimConfig.reference()`` reproduces the DOPPLER authors' SimPy simulator exactly.
 
 The oracle is ``simpy_port.py`` (the authors' event structure on the real ``simpy`` package). Every
-comparison is exact (``==`` on float64), same-time event order included: a list scheduler with a plausible tie-break can differ from SimPy
-on a large share of random assignments, so "close" is not good enough.
+comparison is exact (``==`` on float64), same-time event order included: a list scheduler with a
+plausible tie-break can differ from SimPy on a large share of random assignments, so "close" is not
+good enough.
 
 Covered:
 * the six paper graphs x D in {2, 4, 8}: structured placements (one device, round-robin by id,
