@@ -11,8 +11,11 @@ describes, rebuilt from the figures in the released code (microsoft/TE-CCL ``tec
 without the released code's wiring quirks. Per name:
 
 - ``dgx1``: 8 V100 in the hybrid cube mesh; doubled NVLink pairs 50 GB/s, single ones 25 GB/s per
-  direction (32 directed links), alpha 0.7 us (the NVLink latency the paper uses for NDv2; the
-  released DGX-1 class takes alpha as an input).
+  direction (32 directed links), alpha 0.7 us per hop. The link multiplicities and the NVLink
+  figures come from the one DGX-1 description, :data:`doppler_gym.topology.presets.DGX1V_NVLINKS`
+  (which also documents both NVLink latencies); only the GPU numbering differs: these topologies
+  number the GPUs as the TE-CCL release does, so comm GPU ``i`` is DGX-1 GPU
+  ``TECCL_GPU_ORDER[i]`` in ``nvidia-smi`` numbering (the ``v100x8-dgx1`` preset's).
 - ``ndv2-K``: K Azure ND40rs_v2 chassis, each the same 8-V100 cube mesh (the released code's 23/46
   us/MB NVLink figures rounded to 50/25 GB/s: the NVLink 2.0 line rate, as the paper does), and one
   12.5 GB/s InfiniBand NIC per chassis (alpha 1.3 us). The NIC's egress is local GPU 0 and its
@@ -52,8 +55,10 @@ from functools import cached_property
 
 import numpy as np
 
-NVLINK = 25e9  # [B/s] one NVLink 2.0 link, per direction
-NVLINK_ALPHA = 0.7e-6  # [s] the paper's NVLink latency (NDv2)
+from doppler_gym.topology.presets import DGX1V_NVLINKS, NVLINK2_HOP_ALPHA, NVLINK2_PER_LINK
+
+NVLINK = NVLINK2_PER_LINK  # [B/s] one NVLink 2.0 link, per direction
+NVLINK_ALPHA = NVLINK2_HOP_ALPHA  # [s] per NVLink hop of a collective schedule
 NDV2_IB = 12.5e9  # [B/s] one InfiniBand NIC per NDv2 chassis
 NDV2_IB_ALPHA = 1.3e-6  # [s]
 DGX2_NVSWITCH = 125e9  # [B/s] GPU <-> NVSwitch, per direction (TACCL: 8 us/MB)
@@ -67,20 +72,13 @@ AMD_NIC_ALPHA = 1.3e-6  # [s] modelling choice (an input in the released code)
 MESH_LINK = 100e9  # [B/s]
 MESH_ALPHA = 0.7e-6  # [s] modelling choice (an input in the released code)
 
-# DGX-1 hybrid cube mesh = NDv2 chassis: number of NVLinks between GPU i and GPU j.
-CUBE_MESH = np.array(
-    [
-        [0, 2, 1, 1, 2, 0, 0, 0],
-        [2, 0, 1, 2, 0, 1, 0, 0],
-        [1, 1, 0, 2, 0, 0, 2, 0],
-        [1, 2, 2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2, 1, 1],
-        [0, 1, 0, 0, 2, 0, 1, 2],
-        [0, 0, 2, 0, 1, 1, 0, 2],
-        [0, 0, 0, 1, 1, 2, 2, 0],
-    ],
-    dtype=np.int64,
-)
+# DGX-1 hybrid cube mesh = NDv2 chassis, in TE-CCL's GPU numbering: comm GPU i is DGX-1 GPU
+# TECCL_GPU_ORDER[i] of DGX1V_NVLINKS (nvidia-smi numbering). CUBE_MESH[i, j] = number of NVLinks
+# between comm GPUs i and j.
+TECCL_GPU_ORDER = np.array([0, 3, 1, 2, 4, 7, 5, 6], dtype=np.int64)
+TECCL_GPU_ORDER.setflags(write=False)
+CUBE_MESH = DGX1V_NVLINKS[np.ix_(TECCL_GPU_ORDER, TECCL_GPU_ORDER)]
+CUBE_MESH.setflags(write=False)
 
 # MI250X chassis: GCD -> {neighbour: number of 50 GB/s xGMI links} (released amd.py).
 AMD_ADJACENCY: dict[int, dict[int, int]] = {
@@ -181,7 +179,9 @@ class CommTopology:
                 f"{where}: link {int(bada[0])} ({int(src[bada[0]])} -> {int(dst[bada[0]])}) has alpha "
                 f"{float(alpha[bada[0]])!r}; latencies must be finite and >= 0 s"
             )
-        chassis = np.zeros(n, np.int64) if self.chassis is None else _vector(self.chassis, n, np.int64, "chassis", where)
+        chassis = (
+            np.zeros(n, np.int64) if self.chassis is None else _vector(self.chassis, n, np.int64, "chassis", where)
+        )
         fields = {
             "node_names": names, "is_switch": is_switch, "copy_capable": copy_capable,
             "src": src.astype(np.int32), "dst": dst.astype(np.int32), "capacity": capacity, "alpha": alpha,

@@ -51,7 +51,12 @@ V100_SXM2_FP32 = 15.7e12  # [FLOP/s]
 V100_SXM2_FP16_TENSOR = 125e12  # [FLOP/s] for reference only
 V100_MEMORY = 16e9  # [B] the 16 GB part of the original DGX-1V (a 32 GB part exists since 2018)
 NVLINK2_PER_LINK = 25e9  # [B/s] per direction per NVLink 2.0 link (DGX-1 whitepaper)
-NVLINK_LATENCY = 2e-6  # [s] modeling choice (see module docstring)
+# NVLink latency, one modeling choice with two uses. A transfer of the simulator is a standalone
+# GPU-to-GPU copy, so its latency includes the copy's DMA/driver set-up (module docstring): 2 us. A
+# hop of a collective schedule (doppler_gym.comm) moves a chunk inside one resident kernel, which
+# pays no set-up per chunk, so it takes the TE-CCL paper's per-hop NVLink alpha: 0.7 us.
+NVLINK_LATENCY = 2e-6  # [s] per simulated transfer over NVLink
+NVLINK2_HOP_ALPHA = 0.7e-6  # [s] per NVLink hop of a collective schedule (the comm topologies)
 
 # NVIDIA H100 SXM5 (datasheet "NVIDIA H100 Tensor Core GPU", 2022/2023).
 H100_SXM_FP32 = 67e12  # [FLOP/s] fp32 non-tensor
@@ -67,7 +72,9 @@ IB_LATENCY = 5e-6  # [s] modeling choice: ~1-2 us NIC + switch, plus GPU-side se
 # the `nvidia-smi topo -m` matrix of a DGX-1V (NV1/NV2/SYS) and the hybrid cube-mesh of the "NVIDIA
 # DGX-1 With Tesla V100 System Architecture" whitepaper (2017): a cube whose 12 edges are NVLinked
 # (some doubly) plus the diagonals of two opposite faces ({0,1,2,3} and {4,5,6,7} are complete);
-# every GPU uses all 6 of its links, which form three interwoven rings of single links.
+# every GPU uses all 6 of its links, which form three interwoven rings of single links. It is the
+# one DGX-1 description: the collective scheduler's dgx1/ndv2 machines (doppler_gym.comm.topology)
+# are built from it, renumbered to TE-CCL's GPU order.
 DGX1V_NVLINKS = np.array(
     [
         # 0  1  2  3  4  5  6  7

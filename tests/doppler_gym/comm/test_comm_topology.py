@@ -38,6 +38,21 @@ def test_dgx1_hybrid_cube_mesh():
     assert link(t, "gpu0", "gpu5") == -1  # no NVLink: not every pair is linked
 
 
+def test_dgx1_is_the_preset_renumbered():
+    # One DGX-1 description: comm GPU i is the v100x8-dgx1 preset's GPU TECCL_GPU_ORDER[i], with the
+    # same NVLink bandwidth on every pair; only the latency differs (per hop vs per copy).
+    from doppler_gym.comm.topology import TECCL_GPU_ORDER
+
+    t = comm_topology("dgx1")
+    preset = dg.Topology.preset("v100x8-dgx1")
+    order = np.asarray(TECCL_GPU_ORDER)
+    assert sorted(order.tolist()) == list(range(8))
+    capacity = np.zeros((8, 8))
+    capacity[t.src, t.dst] = t.capacity
+    np.testing.assert_array_equal(capacity, preset.bandwidth[np.ix_(order, order)])
+    assert np.all(t.alpha < preset.latency[preset.bandwidth > 0])
+
+
 def test_ndv2_one_nic_per_chassis():
     t1 = comm_topology("ndv2-1")
     assert (t1.n_nodes, t1.n_links) == (8, 32) and not t1.is_switch.any()
