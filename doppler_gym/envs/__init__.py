@@ -43,6 +43,7 @@ _LAZY = {
     "make_reward": "doppler_gym.envs.rewards",
     "reward_names": "doppler_gym.envs.rewards",
     "register_reward": "doppler_gym.envs.rewards",
+    "unregister_reward": "doppler_gym.envs.rewards",
     "ObservationBuilder": "doppler_gym.envs.observation",
     "GraphContext": "doppler_gym.envs.context",
     "graph_id": "doppler_gym.envs.context",
@@ -52,7 +53,7 @@ _LAZY = {
 __all__ = [
     "ENV_IDS", "AssignEnv", "Backend", "CollectiveEnv", "GraphContext", "ImprovementReward", "MakespanReward",
     "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward", "SimBackend",
-    "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names",
+    "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names", "unregister_reward",
 ]
 
 

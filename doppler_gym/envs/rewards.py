@@ -103,12 +103,13 @@ class ShapedReward(Reward):
         return f"ShapedReward(gamma={self.gamma})"
 
 
-_REWARDS: dict[str, Callable[[], Reward]] = {
+_BUILT_IN: dict[str, Callable[[], Reward]] = {
     "sparse": SparseReward,
     "makespan": MakespanReward,
     "improvement": ImprovementReward,
     "shaped": ShapedReward,
 }
+_REWARDS: dict[str, Callable[[], Reward]] = dict(_BUILT_IN)
 
 
 def reward_names() -> tuple[str, ...]:
@@ -117,10 +118,23 @@ def reward_names() -> tuple[str, ...]:
 
 
 def register_reward(name: str, factory: Callable[[], Reward]) -> None:
-    """Make ``factory()`` available as ``reward=name``."""
+    """Make ``factory()`` available as ``reward=name`` (until :func:`unregister_reward`)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"register_reward: name must be a non-empty string, got {name!r}")
     _REWARDS[name] = factory
+
+
+def unregister_reward(name: str) -> None:
+    """Remove a reward added by :func:`register_reward`; the built-in names cannot be removed.
+
+    Raises:
+        ValueError: ``name`` is not registered, or is built in.
+    """
+    if name in _BUILT_IN:
+        raise ValueError(f"unregister_reward: {name!r} is built in and cannot be removed")
+    if name not in _REWARDS:
+        raise ValueError(f"unregister_reward: {name!r} is not registered; registered: {', '.join(reward_names())}")
+    del _REWARDS[name]
 
 
 def make_reward(spec: str | Reward) -> Reward:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from doppler_gym.envs import PlacementEnv, ShapedReward, make_reward, register_reward, reward_names
+from doppler_gym.envs import (
+    PlacementEnv,
+    ShapedReward,
+    make_reward,
+    register_reward,
+    reward_names,
+    unregister_reward,
+)
 from doppler_gym.envs.rewards import Reward
 from tests.doppler_gym.envs.env_helpers import RAW, make_toy, masked_rollout
 
@@ -82,8 +89,27 @@ def test_invalid_penalty_is_independent_of_the_reward():
     assert env.step(3)[1] == -0.5
 
 
-def test_registry():
-    assert reward_names() == ("improvement", "makespan", "shaped", "sparse")
+BUILT_IN = ("improvement", "makespan", "shaped", "sparse")
+
+
+@pytest.fixture
+def registered():
+    """Register rewards for one test: ``registered(name, factory)``; all are removed afterwards,
+    so the process-wide registry is the built-in one again for the next test."""
+    names = []
+
+    def add(name, factory):
+        register_reward(name, factory)
+        names.append(name)
+
+    yield add
+    for name in names:
+        unregister_reward(name)
+    assert reward_names() == BUILT_IN
+
+
+def test_registry(registered):
+    assert reward_names() == BUILT_IN
     assert all(make_reward(n).name == n for n in reward_names())
     obj = ShapedReward(0.9)
     assert make_reward(obj) is obj
@@ -100,6 +126,29 @@ def test_registry():
         def final(self, before, makespan, reference):
             return reference / makespan
 
-    register_reward("test-ratio", Ratio)
+    registered("test-ratio", Ratio)
+    assert reward_names() == ("improvement", "makespan", "shaped", "sparse", "test-ratio")
     rewards, info = rollout("test-ratio", graph="paper/chainmm")
     assert rewards[-1] == pytest.approx(info["reference_makespan"] / info["makespan"])
+
+
+def test_unregister_removes_only_what_was_registered():
+    class Half(Reward):
+        name = "test-half"
+
+        def final(self, before, makespan, reference):
+            return -makespan / 2
+
+    register_reward("test-half", Half)
+    try:
+        assert make_reward("test-half").name == "test-half"
+    finally:
+        unregister_reward("test-half")
+    assert reward_names() == BUILT_IN
+    with pytest.raises(ValueError, match="unknown reward 'test-half'"):
+        make_reward("test-half")
+    with pytest.raises(ValueError, match="'test-half' is not registered"):
+        unregister_reward("test-half")
+    with pytest.raises(ValueError, match="'sparse' is built in"):
+        unregister_reward("sparse")
+    assert reward_names() == BUILT_IN
