@@ -353,24 +353,35 @@ def _fit_transfer(
             samples.append((real_bytes[k], max(0.0, delay)))
     x = np.array([s[0] for s in samples])
     y = np.array([s[1] for s in samples])
-    lat, bw = _fit_affine(x, y)
+    lat, bw = fit_latency_bandwidth(x, y)
     return lat, bw, samples
 
 
-def _fit_affine(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """``y ~ lat + x / bw`` by least squares, with ``lat >= 0`` and a finite positive ``bw``."""
+def fit_latency_bandwidth(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Fit the transfer model ``delay = latency + bytes / bandwidth`` to measured transfers.
+
+    A least-squares line ``y = icpt + slope * x`` gives ``latency = max(0, icpt)`` and
+    ``bandwidth = 1 / slope``, capped where the largest transfer's size-dependent part would fall
+    below a thousandth of the largest delay: a slope that small (zero, negative, or rounding noise
+    of a flat fit) is not resolved by the measurements, and the cap keeps the bandwidth finite and
+    the same for all of them.
+
+    Args:
+        x: ``(k,) float64`` transfer sizes [B].
+        y: ``(k,) float64`` measured delays [s].
+
+    Returns:
+        ``(latency [s] >= 0, bandwidth [B/s] > 0 and finite)``.
+    """
     if x.size >= 2 and np.ptp(x) > 0:
         slope, icpt = np.polyfit(x, y, 1)
     else:
         slope, icpt = 0.0, float(np.mean(y)) if y.size else 0.0
     lat = max(0.0, float(icpt))
-    if slope <= 0:  # transfers too fast to resolve: size-independent
-        slope = (
-            max(float(np.max(y)) if y.size else 1e-9, 1e-9)
-            / max(float(np.max(x)) if x.size else 1.0, 1.0)
-            * 1e-3
-        )
-    return lat, float(1.0 / slope)
+    largest_delay = max(float(np.max(y)) if y.size else 1e-9, 1e-9)  # [s]
+    largest_size = max(float(np.max(x)) if x.size else 1.0, 1.0)  # [B]
+    min_slope = 1e-3 * largest_delay / largest_size  # [s/B]
+    return lat, float(1.0 / max(float(slope), min_slope))
 
 
 def _memory(device: str) -> float:
