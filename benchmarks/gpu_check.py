@@ -81,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     import doppler_gym as dg
     import envs_real
     from envs_real.calibration import sample_placements
-    from envs_real.env import _resolve_graph
     from envs_real.materialize import reference_outputs
 
     def left() -> float:
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     be.close()
 
     # 3. calibration ---------------------------------------------------------------------------
-    graph = _resolve_graph(args.graph)
+    graph = dg.instances.resolve_graph(args.graph)
     be = envs_real.RealBackend(
         devs,
         repeats=args.repeats,

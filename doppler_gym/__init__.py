@@ -5,9 +5,9 @@ Neither torch nor pynvml is imported here; agents (``agents``) and the real back
 ``Doppler-Sim-v0`` and ``Doppler-SimAssign-v0``.
 """
 
-from doppler_gym import baselines, comm, workloads
+from doppler_gym import baselines, comm, instances, workloads
 from doppler_gym.envs import registration as _env_registration  # noqa: F401  registers the env ids
-from doppler_gym.graph.analysis import b_level, lower_bound, t_level, topological_order
+from doppler_gym.graph.analysis import b_level, t_level, topological_order
 from doppler_gym.graph.collective import COLLECTIVE_KINDS, collective_ops
 from doppler_gym.graph.io import load_graph, paper_graph_names, save_graph
 from doppler_gym.graph.spec import OpSpec
@@ -19,6 +19,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "COLLECTIVE_KINDS", "DataflowGraph", "OpSpec", "SimConfig", "Topology", "Trace", "__version__", "b_level",
-    "baselines", "collective_ops", "comm", "load_graph", "lower_bound", "makespan_lower_bound", "paper_graph_names",
+    "baselines", "collective_ops", "comm", "instances", "load_graph", "makespan_lower_bound", "paper_graph_names",
     "save_graph", "simulate", "simulate_batch", "t_level", "topological_order", "workloads",
 ]

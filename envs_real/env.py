@@ -27,8 +27,8 @@ import gymnasium as gym
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import resolve_graph, resolve_topology
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.topology.types import Topology
 from envs_real.backend import RealBackend
 
 DEFAULT_FAILURE_REWARD = -10.0  # about ten times the sparse reward of the critical-path heuristic
@@ -129,7 +129,7 @@ def make_real_env(
     if calibrate:
         from envs_real.calibration import calibrate as _calibrate
 
-        g = _resolve_graph(graph)
+        g = _single_graph(graph)
         user_cfg = env_kwargs.pop("sim_config", None)
         if user_cfg is not None and not isinstance(user_cfg, SimConfig):
             raise TypeError(f"sim_config must be a SimConfig or None, got {type(user_cfg).__name__}")
@@ -159,35 +159,17 @@ def make_real_env(
 
 
 def _device_count(topology: object, be: RealBackend) -> int:
+    """The backend's device count for ``topology=None``, else that of the topology it names."""
     if topology is None:
         return be.devices.n_default
-    if isinstance(topology, Topology):
-        return topology.n_devices
-    if isinstance(topology, (int, np.integer)) and not isinstance(topology, bool):
-        if topology < 1:
-            raise ValueError(f"topology={topology!r}: a device count must be >= 1")
-        return int(topology)
-    if isinstance(topology, str):
-        return Topology.preset(topology).n_devices
-    raise TypeError(
-        f"topology must be a device count, a preset name or a Topology, got {type(topology).__name__}"
-    )
+    return resolve_topology(topology).n_devices
 
 
-def _resolve_graph(graph: object) -> DataflowGraph:
-    from doppler_gym import workloads
-    from doppler_gym.graph.io import load_graph, paper_graph_names
-
-    if isinstance(graph, DataflowGraph):
-        return graph
-    if isinstance(graph, str) and graph in paper_graph_names():
-        return load_graph(graph)
-    if isinstance(graph, str) and graph in workloads.names():
-        return workloads.make(graph)
-    if isinstance(graph, (str, os.PathLike)) and os.path.isfile(graph):
-        return load_graph(graph)
-    raise ValueError(
-        f"make_real_env(calibrate=True) needs one graph: a DataflowGraph, a paper graph name "
-        f"({', '.join(paper_graph_names())}), a workload name ({', '.join(workloads.names())}) or a file; "
-        f"got {graph!r}. For graph sequences or generators pass calibrate=False"
-    )
+def _single_graph(graph: object) -> DataflowGraph:
+    """The one graph calibration profiles (:func:`doppler_gym.instances.resolve_graph`)."""
+    if not isinstance(graph, (DataflowGraph, str, os.PathLike)):
+        raise ValueError(
+            f"make_real_env(calibrate=True) needs one graph: a DataflowGraph, a graph or workload name, or a "
+            f"file; got {type(graph).__name__}. For graph sequences or generators pass calibrate=False"
+        )
+    return resolve_graph(graph, where="make_real_env: graph")

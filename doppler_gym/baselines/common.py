@@ -13,21 +13,18 @@ import numpy as np
 
 from doppler_gym.baselines.types import Placement, rank_of
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import default_config, resolve_topology
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.costs import Costs  # noqa: F401  (re-exported for the baselines)
 from doppler_gym.topology.types import Topology
 
 
-def default_config(graph: DataflowGraph) -> SimConfig:
-    """``SimConfig.reference()`` for the paper files (``units == "paper"``), else ``SimConfig()``."""
-    return SimConfig.reference() if graph.units == "paper" else SimConfig()
-
-
 def resolve(
     graph: object, topology: object, config: object, where: str
 ) -> tuple[DataflowGraph, Topology, SimConfig]:
-    """Check a baseline's inputs; an int topology means ``Topology.uniform(n)``, ``None`` config the default.
+    """Check a baseline's inputs (objects, not names): an int topology means ``Topology.uniform(n)``
+    and a ``None`` config the graph's :func:`~doppler_gym.instances.default_config`.
 
     Raises:
         TypeError: a graph that is not a DataflowGraph, a topology that is neither a Topology
@@ -37,17 +34,14 @@ def resolve(
     if not isinstance(graph, DataflowGraph):
         raise TypeError(
             f"{where}: graph must be a DataflowGraph, got {type(graph).__name__}; load one with "
-            f"doppler_gym.load_graph(path_or_name) or doppler_gym.workloads.make(name)"
+            f"doppler_gym.load_graph(path_or_name) or doppler_gym.instances.resolve_graph(spec)"
         )
-    if isinstance(topology, (int, np.integer)) and not isinstance(topology, bool):
-        if topology < 1:
-            raise ValueError(f"{where}: the device count must be >= 1, got {topology}")
-        topology = Topology.uniform(int(topology))
-    elif not isinstance(topology, Topology):
+    if not isinstance(topology, (Topology, int, np.integer)) or isinstance(topology, bool):
         raise TypeError(
             f"{where}: topology must be a Topology or a device count, got {type(topology).__name__}; "
             f"e.g. 4, Topology.uniform(4) or Topology.preset('p100x4')"
         )
+    topology = resolve_topology(topology, f"{where}: topology")
     if config is None:
         config = default_config(graph)
     elif not isinstance(config, SimConfig):

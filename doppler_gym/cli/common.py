@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
-from pathlib import Path
 
 import numpy as np
 
 from doppler_gym import workloads
 from doppler_gym.graph.analysis import b_level
-from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.config import LINK_MODELS, MULTICASTS, QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.presets import preset_names
@@ -67,7 +65,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
     )
     if reference_only:
         return
-    group.add_argument("--link-model", choices=LINK_MODELS, help="ideal (no contention) or fifo (one transfer per link at a time)")
+    group.add_argument(
+        "--link-model", choices=LINK_MODELS, help="ideal (no contention) or fifo (one transfer per link at a time)",
+    )
     group.add_argument("--streams", type=int, metavar="K", help="ops that may run at once on one device (>= 1)")
     group.add_argument(
         "--queue-order", choices=QUEUE_ORDERS,
@@ -101,47 +101,32 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
     return out
 
 
-def resolve_graph(spec: str, params: dict[str, object] | None = None) -> DataflowGraph:
-    """A paper graph name, a workload name (built with ``params``) or a graph file."""
-    params = params or {}
-    if spec in workloads.names():
-        return workloads.make(spec, **params)
-    if params:
-        raise ValueError(
-            f"--param only applies to workload generators ({', '.join(workloads.names())}), not to {spec!r}"
-        )
-    if spec in paper_graph_names() or Path(spec).is_file():
-        return load_graph(spec)
-    if Path(spec).suffix.lower() in SUFFIXES:
-        raise ValueError(f"graph file {spec!r} does not exist")
-    known = (*paper_graph_names(), *workloads.names())
-    close = difflib.get_close_matches(spec, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ValueError(
-        f"unknown graph {spec!r}: {hint}not an existing file, a paper graph "
-        f"({', '.join(paper_graph_names())}) or a workload ({', '.join(workloads.names())})"
-    )
-
-
 def graph_from_args(args: argparse.Namespace) -> DataflowGraph:
-    """The graph named by ``args.graph`` and ``args.param``."""
-    return resolve_graph(args.graph, parse_params(args.param))
+    """The graph named by ``args.graph`` and ``args.param`` (:func:`doppler_gym.instances.resolve_graph`)."""
+    params = parse_params(args.param)
+    if params and args.graph not in workloads.names():
+        raise ValueError(
+            f"--param only applies to workload generators ({', '.join(workloads.names())}), not to {args.graph!r}"
+        )
+    return resolve_graph(args.graph, params)
 
 
 def topology_from_args(args: argparse.Namespace) -> Topology:
-    """``--topology PRESET``, else ``Topology.uniform(--devices)`` (default 4)."""
+    """``--topology PRESET``, else ``Topology.uniform(--devices)`` (default 4)
+    (:func:`doppler_gym.instances.resolve_topology`)."""
     if getattr(args, "topology", None):
-        return Topology.preset(args.topology)
+        return resolve_topology(args.topology, "--topology")
     n = args.devices if getattr(args, "devices", None) is not None else DEFAULT_DEVICES
-    return Topology.uniform(n)
+    return resolve_topology(n, "--devices")
 
 
 SIM_FLAGS = ("link_model", "streams", "queue_order", "multicast")  # SimConfig fields set by flags of the same name
 
 
 def config_from_args(args: argparse.Namespace, graph: DataflowGraph) -> SimConfig:
-    """The reference model for paper graphs (or with ``--reference``), else ``SimConfig()``; flags override."""
-    base = SimConfig.reference() if (graph.units == "paper" or args.reference) else SimConfig()
+    """The reference model with ``--reference``, else the graph's default
+    (:func:`doppler_gym.instances.default_config`); flags override."""
+    base = SimConfig.reference() if args.reference else default_config(graph)
     changes: dict[str, object] = {}
     for flag in SIM_FLAGS:
         if getattr(args, flag, None) is not None:

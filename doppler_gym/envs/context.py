@@ -1,6 +1,8 @@
-"""Per-episode instance data: where graphs and topologies come from, and what is static about them.
+"""Per-episode instance data: the sources episodes draw graphs and topologies from, and what is static
+about an instance.
 
-An *instance* is a (graph, topology, sim config) triple. :class:`GraphContext` holds everything the
+An *instance* is a (graph, topology, sim config) triple; :mod:`doppler_gym.instances` resolves each
+part from the env's keyword arguments. :class:`GraphContext` holds everything the
 env derives from it once (never per step): DOPPLER's static op features as times under the sim
 config, the normalisation scale, adjacency lists, the stable ``graph_id``, the reference
 (critical-path heuristic) makespan and the lower bound.
@@ -14,7 +16,6 @@ are in the *reported* unit (after the divisor), the unit of ``Trace.makespan``.
 from __future__ import annotations
 
 import hashlib
-import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ import numpy as np
 
 from doppler_gym.graph.analysis import b_level, critical_path, t_level
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.packing import device_tables
@@ -80,61 +82,18 @@ def topology_key(topology: Topology, config: SimConfig) -> tuple:
 
 
 # ---------------------------------------------------------------------------- resolving kwargs
-def resolve_graph(spec: object, where: str = "graph") -> DataflowGraph:
-    """A :class:`DataflowGraph` from a graph, a paper graph name (``"paper/ffnn"``), a workload
-    name (``"ffnn"``), or a ``.txt``/``.json`` path."""
-    from doppler_gym import workloads
-    from doppler_gym.graph.io import load_graph, paper_graph_names
-
-    if isinstance(spec, DataflowGraph):
-        graph = spec
-    elif isinstance(spec, str) and spec in paper_graph_names():
-        graph = load_graph(spec)
-    elif isinstance(spec, str) and spec in workloads.names():
-        graph = workloads.make(spec)
-    elif isinstance(spec, (str, os.PathLike)):
-        if not os.path.isfile(spec):
-            raise ValueError(
-                f"{where}={str(spec)!r} is not a paper graph name ({', '.join(paper_graph_names())}), "
-                f"a workload name ({', '.join(workloads.names())}) or an existing .txt/.json file"
-            )
-        graph = load_graph(spec)
-    else:
-        raise TypeError(
-            f"{where} must be a DataflowGraph, a graph or workload name, a path, a sequence of those, "
-            f"or a callable rng -> DataflowGraph; got {type(spec).__name__}"
-        )
+def placeable_graph(spec: object, where: str = "graph") -> DataflowGraph:
+    """:func:`~doppler_gym.instances.resolve_graph`, refusing a graph without ops (nothing to place)."""
+    graph = resolve_graph(spec, where=where)
     if graph.n_ops == 0:
         raise ValueError(f"{where}: graph {graph.name!r} has no ops; there is nothing to place")
     return graph
-
-
-def resolve_topology(spec: object, where: str = "topology") -> Topology:
-    """A :class:`Topology` from a topology, a preset name (``"p100x4"``, ``"uniform8"``) or a
-    device count (``Topology.uniform(n)``)."""
-    if isinstance(spec, Topology):
-        return spec
-    if isinstance(spec, str):
-        return Topology.preset(spec)
-    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        if spec < 1:
-            raise ValueError(f"{where}={spec!r}: a device count must be >= 1")
-        return Topology.uniform(int(spec))
-    raise TypeError(
-        f"{where} must be a Topology, a preset name (e.g. 'p100x4') or a device count, got "
-        f"{type(spec).__name__}"
-    )
 
 
 def check_render_mode(render_mode: str | None, modes: list[str]) -> None:
     """ValueError unless ``render_mode`` is ``None`` or one of ``modes``."""
     if render_mode is not None and render_mode not in modes:
         raise ValueError(f"render_mode must be None or one of {modes}, got {render_mode!r}")
-
-
-def default_sim_config(graph: DataflowGraph) -> SimConfig:
-    """``SimConfig.reference()`` for paper graphs (costs are times), ``SimConfig()`` otherwise."""
-    return SimConfig.reference() if graph.units == "paper" else SimConfig()
 
 
 class InstanceSource:
@@ -229,7 +188,7 @@ class Instances:
         if sim_config is not None and not isinstance(sim_config, SimConfig):
             raise TypeError(f"sim_config must be a SimConfig or None, got {type(sim_config).__name__}")
         self.sim_config = sim_config
-        self.graphs = InstanceSource(graph, resolve_graph, "graph")
+        self.graphs = InstanceSource(graph, placeable_graph, "graph")
         self.topologies = InstanceSource(topology, resolve_topology, "topology")
         self.max_ops, self.max_edges, self.max_devices = padding_sizes(
             self.graphs, self.topologies, max_ops, max_edges, max_devices
@@ -243,7 +202,7 @@ class Instances:
         if unknown:
             raise ValueError(f"reset: unknown option(s) {sorted(unknown)}; valid: 'graph', 'topology'")
         if "graph" in options:
-            graph = resolve_graph(options["graph"], "options['graph']")
+            graph = placeable_graph(options["graph"], "options['graph']")
         else:
             graph = self.graphs.draw(rng)
         if "topology" in options:
@@ -260,7 +219,7 @@ class Instances:
                     f"{what} has {have} {label} but the env pads to max_{label}={cap}; create the env with "
                     f"a larger max_{label}"
                 )
-        config = self.sim_config if self.sim_config is not None else default_sim_config(graph)
+        config = self.sim_config if self.sim_config is not None else default_config(graph)
         return self.context(graph, topology, config)
 
     def context(self, graph: DataflowGraph, topology: Topology, config: SimConfig) -> GraphContext:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, ClassVar
 
@@ -97,9 +98,10 @@ class PlacementEnv(gym.Env):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    @staticmethod
-    def default_config() -> dict[str, Any]:
-        """The keyword arguments of the constructor and their defaults.
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        """The keyword arguments of the constructor and their defaults, read from its signature
+        (the one place the defaults are written).
 
         - ``graph``: a :class:`DataflowGraph`, a paper graph name (``"paper/ffnn"``), a workload
           name (``"ffnn"``), a ``.txt``/``.json`` path, a sequence of those (one drawn uniformly
@@ -107,8 +109,9 @@ class PlacementEnv(gym.Env):
           (multi-graph training), or an iterator of graphs (``next`` per reset).
         - ``topology``: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``), a device
           count (``Topology.uniform(n)``), or a sequence/callable/iterator of those.
-        - ``sim_config``: the runtime model; ``None`` = ``SimConfig.reference()`` for paper
-          graphs (``units == "paper"``) and ``SimConfig()`` otherwise, decided per episode.
+        - ``sim_config``: the runtime model; ``None`` = the graph's
+          :func:`~doppler_gym.instances.default_config` (``SimConfig.reference()`` for paper
+          graphs, ``SimConfig()`` otherwise), decided per episode.
         - ``reward``: a name from :func:`~doppler_gym.envs.rewards.reward_names` or a ``Reward``.
         - ``max_ops``, ``max_edges``, ``max_devices``: padding sizes [count]; default: the largest
           of the known graphs/topologies; required for generated ones.
@@ -121,21 +124,8 @@ class PlacementEnv(gym.Env):
           returns the live arrays (valid until the next step; SB3 vector envs copy them anyway).
         - ``render_mode``: ``None``, ``"ansi"`` or ``"rgb_array"``.
         """
-        return {
-            "graph": "paper/ffnn",
-            "topology": 4,
-            "sim_config": None,
-            "reward": "sparse",
-            "max_ops": None,
-            "max_edges": None,
-            "max_devices": None,
-            "invalid_action": "penalize",
-            "invalid_penalty": -0.01,
-            "max_invalid_streak": 100,
-            "backend": None,
-            "copy_obs": True,
-            "render_mode": None,
-        }
+        params = inspect.signature(cls.__init__).parameters
+        return {name: p.default for name, p in params.items() if name != "self"}
 
     def __init__(
         self,

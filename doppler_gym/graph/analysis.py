@@ -1,8 +1,10 @@
-"""Graph analysis: topological order, DOPPLER's b-level / t-level, critical path, lower bound.
+"""Graph analysis: topological order, DOPPLER's b-level / t-level, critical path.
 
 All functions are iterative (no recursion) and run in O(n + E) after the topological order.
 Costs are ``(n_ops,) float64`` arrays in the graph's cost units (FLOP / bytes for physical
 graphs, the files' raw integers for paper graphs: divide by 1e10 for the paper's time units).
+The makespan lower bound, which needs devices and a runtime model, is
+:func:`doppler_gym.sim.bounds.makespan_lower_bound`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ import heapq
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.topology.types import Topology
 
-__all__ = ["topological_order", "b_level", "t_level", "critical_path", "lower_bound"]
+__all__ = ["topological_order", "b_level", "t_level", "critical_path"]
 
 
 def topological_order(graph: DataflowGraph) -> np.ndarray:
@@ -107,34 +108,6 @@ def critical_path(graph: DataflowGraph, comp: np.ndarray | None = None) -> tuple
         u = int(children[np.argmax(b[children])])
         path.append(u)
     return float(b[path[0]]), path
-
-
-def lower_bound(graph: DataflowGraph, devices: int | Topology) -> float:
-    """A makespan lower bound: ``max(compute-only critical path, total work / capacity)``.
-
-    Communication is ignored, so every placement on these devices takes at least this long.
-
-    Args:
-        graph: the graph.
-        devices: either a device count (unit-speed devices; costs are read as time, so the bound
-            is in the graph's cost units, e.g. raw paper cost, /1e10 for the paper's units), or a
-            :class:`Topology` (compute time of op ``v`` on device ``d`` is ``flops[v] / speed[d]``;
-            the critical path runs at the fastest speed and the total work is spread over the sum
-            of speeds; the bound is in seconds).
-
-    Returns:
-        The bound, a float (cost units for an int, seconds for a Topology).
-    """
-    cp, _ = critical_path(graph)
-    total = graph.total_flops
-    if isinstance(devices, Topology):
-        speed = devices.speed
-        return max(cp / float(speed.max()), total / float(speed.sum()))
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(
-            f"lower_bound: devices must be a positive int or a Topology, got {devices!r}"
-        )
-    return max(cp, total / int(devices))
 
 
 # ---------------------------------------------------------------------- helpers

@@ -1,35 +1,61 @@
-"""Lower bounds on the makespan, in the unit the simulator reports for a given config."""
+"""The makespan lower bound, in the unit the simulator reports for a given config."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from doppler_gym.graph.analysis import critical_path
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
-_DEFAULT_CONFIG = SimConfig()
+_DEFAULT_CONFIG = SimConfig()  # simulate's default
 
 
 def makespan_lower_bound(
     graph: DataflowGraph, devices: int | Topology, config: SimConfig = _DEFAULT_CONFIG
 ) -> float:
-    """``max(compute-only critical path, total work / capacity)`` in ``config``'s time unit.
+    """``max(compute-only critical path, total work / capacity)`` in ``config``'s reported unit.
 
-    With ``cost_model="raw"`` costs are times and only the device count matters; with
-    ``"topology"`` compute times come from the devices' speeds (an int means
-    ``Topology.uniform(devices)``). Capacity counts every stream (``config.streams`` ops run at
-    full speed at once per device). The result is divided by ``config.time_divisor``, so it
-    compares directly with ``simulate(...).makespan`` (e.g. paper units in the reference mode).
-    Jitter scales durations at random, so with jitter this bounds the deterministic model only.
+    Communication is ignored, so every placement of ``graph`` on these devices, simulated under
+    ``config`` (``simulate(graph, assignment, topology, config=config).makespan``), takes at least
+    this long. Each op computes at least ``flops / speed`` of the fastest device and each device
+    runs at most ``config.streams`` ops at once, each at full speed.
+
+    Args:
+        graph: the graph.
+        devices: a device count ``n >= 1`` or a :class:`Topology`. With ``cost_model="raw"``
+            costs are times and only the device count matters (the critical path is the sum of
+            ``flops``, capacity is ``n * streams``). With ``"topology"`` an op takes
+            ``flops / speed[d]`` [s] (an int means ``Topology.uniform(n)``): the critical path
+            runs at the fastest speed and capacity is ``sum(speed) * streams``.
+        config: the runtime model (default ``SimConfig()``, as :func:`~doppler_gym.simulate`).
+            The result is divided by ``config.time_divisor`` (paper units in the reference
+            mode). Jitter scales durations at random, so with jitter this bounds the
+            deterministic model only.
+
+    Returns:
+        The bound, a float in the unit of ``Trace.makespan`` under ``config``.
+
+    Raises:
+        ValueError: ``devices`` is neither a positive int nor a Topology.
+        TypeError: ``config`` is not a SimConfig.
     """
+    if not isinstance(devices, Topology) and (
+        isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1
+    ):
+        raise ValueError(
+            f"makespan_lower_bound: devices must be a positive int or a Topology, got {devices!r}; "
+            f"e.g. 4 or Topology.preset('p100x4')"
+        )
+    if not isinstance(config, SimConfig):
+        raise TypeError(f"makespan_lower_bound: config must be a SimConfig, got {type(config).__name__}")
     if config.cost_model == "raw":
-        n = devices.n_devices if isinstance(devices, Topology) else devices
+        n = devices.n_devices if isinstance(devices, Topology) else int(devices)
         path = critical_path(graph)[0]
         capacity = float(n * config.streams)
-        work = graph.total_flops
     else:
-        topo = devices if isinstance(devices, Topology) else Topology.uniform(devices)
+        topo = devices if isinstance(devices, Topology) else Topology.uniform(int(devices))
         path = critical_path(graph, comp=graph.flops / topo.speed.max())[0]
         capacity = float(topo.speed.sum() * config.streams)
-        work = graph.total_flops
-    return max(path, work / capacity) / config.time_divisor
+    return max(path, graph.total_flops / capacity) / config.time_divisor

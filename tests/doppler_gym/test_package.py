@@ -21,7 +21,8 @@ def test_public_api_names():
 
     for name in (
         "DataflowGraph", "OpSpec", "Topology", "SimConfig", "Trace", "load_graph", "save_graph",
-        "simulate", "simulate_batch", "lower_bound", "b_level", "t_level", "workloads", "baselines",
+        "simulate", "simulate_batch", "makespan_lower_bound", "instances", "b_level", "t_level", "workloads",
+        "baselines",
     ):
         assert hasattr(dg, name), name
     assert callable(dg.workloads.make)

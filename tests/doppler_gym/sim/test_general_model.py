@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import doppler_gym as dg
-from doppler_gym.graph.analysis import critical_path, lower_bound
+from doppler_gym.graph.analysis import critical_path
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.topology.types import Topology
 from tests.doppler_gym.sim.general_reference import (
@@ -402,7 +402,7 @@ def test_two_equal_chains_on_two_devices_known_optimum():
     g = _graph([0, 1, 3, 4], [1, 2, 4, 5], [1.0, 2.0, 3.0, 2.0, 2.0, 2.0], [1.0] * 6, name="two-chains")
     allas = _all_assignments(6, 2)
     ms = dg.simulate_batch(g, allas, config=RAW)
-    assert ms.min() == 6.0 == lower_bound(g, 2)
+    assert ms.min() == 6.0 == dg.makespan_lower_bound(g, 2, RAW)
     best = {tuple(int(x) for x in allas[i]) for i in np.flatnonzero(ms == ms.min())}
     assert best == {(0, 0, 0, 1, 1, 1), (1, 1, 1, 0, 0, 0)}
     assert ms.max() == 12.0  # everything on one device (no placement is slower: transfers overlap)
@@ -429,8 +429,7 @@ def test_brute_force_optimum(n_ops, n_devices, cfg, topo_name):
     ref = np.array([reference_simulate(g, a, topo, None, cfg).makespan for a in allas])
     np.testing.assert_allclose(ms, ref, rtol=RTOL, atol=0)
     assert ms.argmin() == ref.argmin()
-    if cfg.streams == 1:
-        assert ms.min() >= lower_bound(g, topo if cfg.cost_model == "topology" else n_devices) * (1 - 1e-12)
+    assert ms.min() >= dg.makespan_lower_bound(g, topo, cfg) * (1 - 1e-12)
 
 
 # ---------------------------------------------------------------------------------------- properties
@@ -488,14 +487,11 @@ def test_makespan_bounds(instance):
     # Upper: at every instant before the end some op computes or some transfer moves.
     assert tr.makespan <= (comp.sum() + trans.sum()) * (1 + 1e-9)
     # Lower: critical path, and the total work over all streams.
+    assert tr.makespan >= dg.makespan_lower_bound(g, topo, cfg) * (1 - 1e-12)
     if cfg.cost_model == "raw":
-        if cfg.streams == 1:
-            assert tr.makespan >= lower_bound(g, topo.n_devices) * (1 - 1e-12)
         cp, _ = critical_path(g)
         assert tr.makespan >= max(cp, g.total_flops / (topo.n_devices * cfg.streams)) * (1 - 1e-12)
     else:
-        if cfg.streams == 1:
-            assert tr.makespan >= lower_bound(g, topo) * (1 - 1e-12)
         assert tr.makespan >= comp.max(initial=0.0) * (1 - 1e-12)
     assert tr.makespan == tr.end.max(initial=0.0)
 

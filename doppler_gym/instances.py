@@ -1,0 +1,131 @@
+"""Instances: where a graph, a topology and the default sim config come from, and assignment checks.
+
+One module turns what a user writes (a name, a path, a device count) into the objects the
+simulator takes, for every caller: the ``doppler`` command, the Gymnasium envs, the baselines, the
+agents and the real backend. It sits at the top of the core (below ``envs``, ``cli`` and
+``baselines``), so each rule lives here once:
+
+- :func:`resolve_graph`: a :class:`DataflowGraph`, a paper graph name (``"paper/ffnn"``), a
+  workload name (``"ffnn"``, built with ``params``) or a ``.txt``/``.json`` path.
+- :func:`resolve_topology`: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``) or a
+  device count (``Topology.uniform(n)``).
+- :func:`default_config`: the runtime model a graph gets when none is given: the reference model
+  (``SimConfig.reference()``, paper time units) for the paper files, ``SimConfig()`` otherwise.
+- :func:`check_assignment`: an assignment as int32 device ids, checked against the graph and
+  topology (the check ``simulate`` and the real backend apply).
+
+>>> import doppler_gym as dg
+>>> g = dg.instances.resolve_graph("ffnn", {"layers": 2})
+>>> topo = dg.instances.resolve_topology(4)
+>>> dg.instances.default_config(dg.instances.resolve_graph("paper/ffnn")) == dg.SimConfig.reference()
+True
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from doppler_gym import workloads
+from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
+from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.assignment import check_assignment
+from doppler_gym.sim.config import SimConfig
+from doppler_gym.topology.presets import preset_names
+from doppler_gym.topology.types import Topology
+
+__all__ = ["check_assignment", "default_config", "graph_names", "resolve_graph", "resolve_topology"]
+
+
+def graph_names() -> tuple[str, ...]:
+    """Every graph name :func:`resolve_graph` accepts: the paper graphs, then the workloads."""
+    return (*paper_graph_names(), *workloads.names())
+
+
+def resolve_graph(
+    spec: object, params: Mapping[str, object] | None = None, where: str = "graph"
+) -> DataflowGraph:
+    """The :class:`DataflowGraph` that ``spec`` names.
+
+    Args:
+        spec: a :class:`DataflowGraph` (returned as is), a workload name (``"ffnn"``; see
+            ``doppler_gym.workloads.names()``), a paper graph name (``"paper/ffnn"``; see
+            ``doppler_gym.paper_graph_names()``), or the path of a ``.txt`` (paper format) or
+            ``.json`` graph file.
+        params: keyword arguments of the workload generator (``{"layers": 4}``); only for
+            workload names.
+        where: how the caller names ``spec`` in error messages (e.g. ``"options['graph']"``).
+
+    Raises:
+        ValueError: an unknown name (with the closest known name, if any), a missing file, or
+            ``params`` for something that is not a workload.
+        TypeError: ``spec`` is none of the forms above.
+    """
+    at = "" if where == "graph" else f" ({where})"
+    if isinstance(spec, DataflowGraph):
+        if params:
+            raise ValueError(f"{where}: params {sorted(params)} only apply to workload names, not to a DataflowGraph")
+        return spec
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(
+            f"{where} must be a DataflowGraph, a graph or workload name (e.g. 'paper/ffnn', 'ffnn') or the "
+            f"path of a .txt/.json graph file; got {type(spec).__name__}"
+        )
+    if isinstance(spec, str) and spec in workloads.names():
+        return workloads.make(spec, **dict(params or {}))
+    if params:
+        raise ValueError(
+            f"{where}: params {sorted(params)} only apply to workload generators "
+            f"({', '.join(workloads.names())}), not to {str(spec)!r}"
+        )
+    if (isinstance(spec, str) and spec in paper_graph_names()) or os.path.isfile(spec):
+        return load_graph(spec)
+    if Path(spec).suffix.lower() in SUFFIXES:
+        raise ValueError(f"graph file {str(spec)!r}{at} does not exist")
+    close = difflib.get_close_matches(str(spec), graph_names(), n=1)
+    hint = f"did you mean {close[0]!r}? It is " if close else ""
+    raise ValueError(
+        f"unknown graph {str(spec)!r}{at}: {hint}not an existing .txt/.json file, not a paper graph name "
+        f"({', '.join(paper_graph_names())}) and not a workload name ({', '.join(workloads.names())}); "
+        f"`doppler graph list` shows them"
+    )
+
+
+def resolve_topology(spec: object, where: str = "topology") -> Topology:
+    """The :class:`Topology` that ``spec`` names.
+
+    Args:
+        spec: a :class:`Topology` (returned as is), a preset name (``"p100x4"``, ``"v100x8-dgx1"``,
+            ``"uniform8"``; see :func:`doppler_gym.topology.presets.preset_names`) or a device count
+            ``n >= 1`` (``Topology.uniform(n)``: identical, fully linked devices).
+        where: how the caller names ``spec`` in error messages.
+
+    Raises:
+        ValueError: an unknown preset name (the message lists the valid ones) or a count below 1.
+        TypeError: ``spec`` is none of the forms above.
+    """
+    if isinstance(spec, Topology):
+        return spec
+    if isinstance(spec, str):
+        return Topology.preset(spec)
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        if spec < 1:
+            raise ValueError(f"{where}={int(spec)!r}: a device count must be >= 1")
+        return Topology.uniform(int(spec))
+    raise TypeError(
+        f"{where} must be a Topology, a preset name ({', '.join(preset_names())}, uniform<N>) or a device "
+        f"count, got {type(spec).__name__}"
+    )
+
+
+def default_config(graph: DataflowGraph) -> SimConfig:
+    """The runtime model of ``graph`` when none is given.
+
+    ``SimConfig.reference()`` for the paper files (``graph.units == "paper"``: their costs are
+    times, reported in the paper's units), ``SimConfig()`` (topology cost model, seconds) otherwise.
+    """
+    return SimConfig.reference() if graph.units == "paper" else SimConfig()
