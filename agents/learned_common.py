@@ -30,13 +30,8 @@ from agents.learned_result import LearnedResult
 from agents.train import CHECKPOINT_FORMAT, Instance, MetricLog, load_checkpoint, save_checkpoint
 from agents.training.metrics import write_json
 from doppler_gym.baselines.common import queue_priorities
-from doppler_gym.envs.context import (
-    GraphContext,
-    build_context,
-    default_sim_config,
-    resolve_graph,
-    resolve_topology,
-)
+from doppler_gym.envs.context import GraphContext, build_context
+from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.api import simulate_batch
 from doppler_gym.sim.config import SimConfig
 
@@ -53,13 +48,13 @@ def resolve_instance(graph: object, topology: object, sim_config: object, where:
             (``"paper/chainmm"``), a workload name (``"ffnn"``) or a ``.txt``/``.json`` path.
         topology: a :class:`~doppler_gym.topology.types.Topology`, a preset name or a device count.
         sim_config: a :class:`SimConfig`, a dict of its fields, or ``None`` (the reference model
-            for paper graphs, ``SimConfig()`` otherwise: ``doppler_gym.envs.context.default_sim_config``).
+            for paper graphs, ``SimConfig()`` otherwise: ``doppler_gym.instances.default_config``).
         where: the caller's name, for error messages.
     """
-    g = resolve_graph(graph, f"{where}: graph")
+    g = resolve_graph(graph, where=f"{where}: graph")
     topo = resolve_topology(topology, f"{where}: topology")
     if sim_config is None:
-        config = default_sim_config(g)
+        config = default_config(g)
     elif isinstance(sim_config, SimConfig):
         config = sim_config
     elif isinstance(sim_config, dict):

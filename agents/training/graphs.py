@@ -60,7 +60,9 @@ class GraphSpec:
             params[key] = _parse_value(value.strip(), f"{where}: {text!r}, {key}")
         if params:
             if name not in workloads.names():
-                raise ValueError(f"{where}: {text!r}: parameters only apply to workloads ({', '.join(workloads.names())})")
+                raise ValueError(
+                    f"{where}: {text!r}: parameters only apply to workloads ({', '.join(workloads.names())})"
+                )
             unknown = sorted(set(params) - set(workloads.params(name)))
             if unknown:
                 raise ValueError(f"{where}: {text!r}: unknown parameter(s) {unknown} of {name}; valid: "
@@ -83,10 +85,10 @@ class GraphSpec:
     def build(self, rng: np.random.Generator | None, seed: int | None = None) -> DataflowGraph:
         """A graph of this spec: ranges drawn with ``rng``; ``seed`` (or a draw) for a seeded workload."""
         from doppler_gym import workloads
-        from doppler_gym.envs.context import resolve_graph
+        from doppler_gym.instances import resolve_graph
 
         if not self.params and not self.seeded:
-            return resolve_graph(self.name, f"graph spec {self.text!r}")
+            return resolve_graph(self.name, where=f"graph spec {self.text!r}")
         params = {k: _draw(v, rng) for k, v in self.params.items()}
         if self.seeded:
             params["seed"] = int(seed if seed is not None else rng.integers(0, 2**31))
@@ -118,8 +120,8 @@ class GraphMix:
             if graph.n_ops <= self.max_ops and graph.n_edges <= self.max_edges:
                 return graph
         raise ValueError(f"graph_mix: {MAX_REDRAWS} draws in a row did not fit the padding max_ops={self.max_ops}, "
-                         f"max_edges={self.max_edges} (last: {self.specs[i].text!r}, {graph.n_ops} ops, {graph.n_edges} "
-                         f"edges); set TrainArgs.max_ops / max_edges higher or shrink that spec")
+                         f"max_edges={self.max_edges} (last: {self.specs[i].text!r}, {graph.n_ops} ops, "
+                         f"{graph.n_edges} edges); set TrainArgs.max_ops / max_edges higher or shrink that spec")
 
 
 def parse_specs(texts: Sequence[str], where: str) -> list[GraphSpec]:

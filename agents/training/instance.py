@@ -48,9 +48,9 @@ class Instance:
     @classmethod
     def from_args(cls, args: TrainArgs) -> Instance:
         from doppler_gym import workloads
-        from doppler_gym.envs.context import default_sim_config, resolve_graph
+        from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 
-        topology = Topology.preset(args.topology) if args.topology else Topology.uniform(args.devices or 4)
+        topology = resolve_topology(args.topology or args.devices or 4)
         given = SimConfig(**args.sim_config) if args.sim_config is not None else None
         held_out = tuple(held_out_graphs(parse_specs(args.graph_eval, "graph_eval"), args.seed))
         if args.graph == MIX:
@@ -58,7 +58,7 @@ class Instance:
             max_ops, max_edges = padding_for(specs, held_out, args.seed, args.max_ops, args.max_edges)
             mix = GraphMix(specs, max_ops, max_edges)
             graph = held_out[0] if held_out else mix(np.random.default_rng(args.seed))
-            config = given or default_sim_config(graph)
+            config = given or default_config(graph)
             return cls(graph, topology, config, args.learn, mix, held_out,
                        {"max_ops": max_ops, "max_edges": max_edges}, given)
         if args.graph_params:
@@ -68,7 +68,7 @@ class Instance:
             graph = workloads.make(args.graph, **args.graph_params)
         else:
             graph = resolve_graph(args.graph)
-        config = given or default_sim_config(graph)
+        config = given or default_config(graph)
         padding = {}
         if held_out:  # the held-out graphs are decoded by the same policy: one padding for all
             padding = {"max_ops": max(g.n_ops for g in (graph, *held_out)),
@@ -101,9 +101,9 @@ class Instance:
 
 
 def _default_config(graph: DataflowGraph) -> SimConfig:
-    from doppler_gym.envs.context import default_sim_config
+    from doppler_gym.instances import default_config
 
-    return default_sim_config(graph)
+    return default_config(graph)
 
 
 def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:
