@@ -193,11 +193,23 @@ class Kernel:
     def __call__(self, operands: Sequence[torch.Tensor]) -> torch.Tensor:
         """Run the op on ``operands`` (in call order, all on one device)."""
         if self.fn == "synthetic":
-            return _synthetic(operands, math.prod(self.out_shape))
+            return synthetic_matmul(operands, math.prod(self.out_shape))
         return TORCH_OPS[self.fn](operands, self.equation)
 
 
-def _synthetic(operands: Sequence[torch.Tensor], m: int) -> torch.Tensor:
+def synthetic_matmul(operands: Sequence[torch.Tensor], m: int) -> torch.Tensor:
+    """The kernel of a synthetic op (an op with costs but no spec): a matmul sized by its cost,
+    plus a scalar from each input so the dependencies are real data dependencies.
+
+    Args:
+        operands: the op's two ``(n, n)`` float32 matrices (see :meth:`Kernel.external_operands`),
+            then its inputs (producer outputs, any shape), all on one device.
+        m: number of output elements (the op's output size in float32 elements).
+
+    Returns:
+        ``(m,)`` float32 tensor: the first ``m`` entries of ``a @ b`` flattened (or its first entry
+        repeated when ``m > n * n``), plus half the mean of the inputs' first elements.
+    """
     a, b, inputs = operands[0], operands[1], operands[2:]
     base = (a @ b).reshape(-1)
     s: Any = 0.0

@@ -1,4 +1,5 @@
-"""Helpers of the real-backend tests: small graphs and checks of dependencies and the WC rule."""
+"""Helpers of the real-backend tests: small graphs, checks of dependencies and the WC rule, and a
+direct NVML probe."""
 
 from __future__ import annotations
 
@@ -66,3 +67,24 @@ def assert_wc_order(assignment, ready_seq, pick_seq, order: str, priorities=None
                 else:
                     key_a, key_b = (priorities[a], ready_seq[a]), (priorities[b], ready_seq[b])
                     assert key_a > key_b, f"device {d}: op {b} picked while more urgent op {a} waited"
+
+
+def nvml_probe() -> tuple[str, object]:
+    """What NVML says about GPU 0 here, asked directly: ``("ok", (name, total memory [B]))``, or
+    the stage that failed (``"import"``, ``"init"``, ``"handle"``) and the exception."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        return "import", exc
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001  NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return "init", exc
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        name = pynvml.nvmlDeviceGetName(h)
+        return "ok", (name.decode() if isinstance(name, bytes) else str(name), pynvml.nvmlDeviceGetMemoryInfo(h).total)
+    except Exception as exc:  # noqa: BLE001
+        return "handle", exc
+    finally:
+        pynvml.nvmlShutdown()

@@ -10,7 +10,14 @@ import doppler_gym as dg
 from envs_real import RealBackend, calibrate, fidelity
 from envs_real import materialize as materialize_mod
 from envs_real.materialize import reference_outputs
-from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, cost_only_graph, placements, small_ffnn
+from tests.envs_real.real_helpers import (
+    assert_dependencies,
+    assert_wc_order,
+    cost_only_graph,
+    nvml_probe,
+    placements,
+    small_ffnn,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -44,12 +51,19 @@ def test_cuda_event_timing_and_monitor():
     tr = be.execute(g, dg.Topology.uniform(2), np.arange(g.n_ops) % 2, None, dg.SimConfig())
     assert tr.error is None and tr.report.timing == "cuda-events"
     assert np.all(tr.end >= tr.start)
+    # the monitor is available exactly when NVML, asked directly, answers for GPU 0; then it sampled
+    # each physical GPU the two logical devices ran on, whose memory held the run's CUDA context
+    stage, detail = nvml_probe()
     mon = tr.report.monitor
-    assert isinstance(mon["available"], bool)
-    if mon["available"]:
-        assert mon["devices"] and mon["devices"][0]["n_samples"] >= 1
+    assert mon["available"] is (stage == "ok"), (stage, detail, mon.get("reason"))
+    if stage == "ok":
+        used = sorted(set(be.devices.mapping(2)))
+        assert [d["device"] for d in mon["devices"]] == used
+        for dev in mon["devices"]:
+            assert dev["n_samples"] >= 1 and dev["memory_used_bytes"]["max"] > 0
+            assert dev["memory_total_bytes"] >= dev["memory_used_bytes"]["max"]
     else:
-        assert mon["reason"]
+        assert str(detail) in mon["reason"]
 
 
 def test_cuda_failure_frees_memory(monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 
 import doppler_gym as dg
 from envs_real import NvmlMonitor, RealBackend
+from tests.envs_real.real_helpers import nvml_probe
 
 
 class _NVMLError(Exception):
@@ -108,11 +109,22 @@ def test_nvml_init_failure_is_reported(monkeypatch):
     assert rep["available"] is False and "nvmlInit failed" in rep["reason"] and "Not Found" in rep["reason"]
 
 
-def test_real_nvml_on_this_machine_never_crashes():
+def test_real_nvml_on_this_machine_agrees_with_nvml():
+    """The monitor on GPU 0 of this machine reports what NVML, asked directly, says: the GPU's name
+    and memory when NVML works, else the stage that failed and NVML's own message."""
+    stage, detail = nvml_probe()
     rep = NvmlMonitor([0], interval_s=0.01).start().stop()
-    assert isinstance(rep["available"], bool)
-    if not rep["available"]:
-        assert rep["reason"]
+    assert rep["available"] is (stage == "ok"), (stage, detail, rep.get("reason"))
+    if stage == "ok":
+        name, total = detail
+        dev = rep["devices"][0]
+        assert dev["name"] == name and dev["memory_total_bytes"] == total and dev["n_samples"] >= 1
+        assert rep["reason"] is None
+    else:
+        expected = {"import": "nvidia-ml-py is not installed", "init": "nvmlInit failed",
+                    "handle": "could not find the NVML device"}[stage]
+        assert expected in rep["reason"] and str(detail) in rep["reason"]
+        assert rep["devices"] == []
 
 
 def test_cpu_devices_report_why():
