@@ -4,7 +4,7 @@ Names load lazily, so ``import agents`` is cheap; torch is imported on first use
 
 - ``DopplerPolicy`` (``agents.policy``): an sb3-contrib ``MaskableActorCriticPolicy`` for ``MaskablePPO``;
 - ``DopplerExtractor`` (``agents.policy``): the features extractor (GNN, critical-path contexts);
-- ``TrainArgs``, ``Trainer`` (``agents.train``): the three-stage training (``doppler train``);
+- ``TrainArgs``, ``Trainer`` (``agents.training``): the three-stage training (``doppler train``);
 - ``train_placeto`` (``agents.placeto``), ``train_gdp`` (``agents.gdp``): the learned baselines
   Placeto (one op at a time in topological order) and GDP (one shot, GraphSAGE + attention), each
   returning a ``LearnedResult`` (``agents.learned_result``).
@@ -18,8 +18,8 @@ from typing import Any
 _LAZY = {
     "DopplerPolicy": "agents.policy",
     "DopplerExtractor": "agents.policy",
-    "TrainArgs": "agents.train",
-    "Trainer": "agents.train",
+    "TrainArgs": "agents.training",
+    "Trainer": "agents.training",
     "train_placeto": "agents.placeto",
     "train_gdp": "agents.gdp",
     "LearnedResult": "agents.learned_result",

@@ -43,7 +43,7 @@ from agents.gdp_policy import GDPGraph, GDPNet
 from agents.learned_common import TrainingRun, check_budget, load_net, resolve_instance
 from agents.learned_loop import batch_advantage, seeded_session, train_loop
 from agents.learned_result import LearnedResult
-from agents.train import Instance
+from agents.training import Instance
 from doppler_gym.graph.analysis import topological_order
 from doppler_gym.sim.config import SimConfig
 
@@ -134,7 +134,7 @@ def train_gdp(
             ``samples_per_update``); None = until the budget ends. Give ``episodes`` for a
             reproducible run.
         seed: seeds the initialisation, the samples and the env; same seed and ``episodes``, same result.
-        out: folder for ``checkpoint.pt`` (atomic; readable by ``agents.train.load_checkpoint``),
+        out: folder for ``checkpoint.pt`` (atomic; readable by ``agents.training.load_checkpoint``),
             ``metrics.jsonl`` and ``result.json``; None = no files.
         args: hyperparameters (:class:`GDPArgs`).
     """

@@ -1,12 +1,12 @@
 """Plumbing shared by the learned baselines (Placeto, GDP): instance, evaluation, run bookkeeping.
 
 - :func:`resolve_instance`: the ``(graph, topology, sim_config)`` arguments as an
-  :class:`agents.train.Instance` (same rules as the envs: paper names, workloads, files, device
+  :class:`agents.training.Instance` (same rules as the envs: paper names, workloads, files, device
   counts, presets; ``sim_config=None`` is the reference model for paper graphs).
 - :class:`Evaluator`: simulated makespans of a batch of assignments under one op order.
 - :class:`TrainingRun`: the budget (episodes and/or seconds), the learning curve, the best
-  decoded placement, ``metrics.jsonl`` and atomic checkpoints in ``out`` (``agents.train``'s
-  :func:`~agents.train.save_checkpoint`, :class:`~agents.train.MetricLog`), and the final
+  decoded placement, ``metrics.jsonl`` and atomic checkpoints in ``out`` (``agents.training``'s
+  :func:`~agents.training.save_checkpoint`, :class:`~agents.training.MetricLog`), and the final
   :class:`~agents.learned_result.LearnedResult`.
 - :func:`load_net`: the network of a :meth:`TrainingRun.checkpoint`.
 
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from agents.learned_result import LearnedResult
-from agents.train import CHECKPOINT_FORMAT, Instance, MetricLog, load_checkpoint, save_checkpoint
+from agents.training import CHECKPOINT_FORMAT, Instance, MetricLog, load_checkpoint, save_checkpoint
 from agents.training.metrics import write_json
 from doppler_gym.baselines.common import queue_priorities
 from doppler_gym.envs.context import GraphContext, build_context
@@ -87,7 +87,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``n`` torch intra-op threads (restored after); ``None`` leaves them.
 
     One thread is the default of the learned baselines: the networks are small and on a shared CPU
-    more threads are much slower (see ``agents.train.TrainArgs.torch_threads``)."""
+    more threads are much slower (see ``agents.training.TrainArgs.torch_threads``)."""
     if n is None:
         yield
         return
@@ -203,7 +203,7 @@ class TrainingRun:
     def checkpoint(self, net: torch.nn.Module, optimizer: torch.optim.Optimizer, net_kwargs: dict) -> Path | None:
         """Write ``out/checkpoint.pt`` atomically (nothing without ``out``).
 
-        The payload carries ``agents.train``'s format tag, so ``agents.train.load_checkpoint``
+        The payload carries ``agents.training``'s format tag, so ``agents.training.load_checkpoint``
         reads it; ``agent`` tells it apart from a DOPPLER checkpoint."""
         if self.out is None:
             return None

@@ -19,13 +19,13 @@ import torch
 
 from agents.learned_common import TrainingRun, torch_threads
 from agents.learned_result import LearnedResult
-from agents.train import seed_everything
+from agents.training import seed_everything
 
 
 @contextlib.contextmanager
 def seeded_session(seed: int, threads: int | None) -> Iterator[torch.Generator]:
     """Run the block on ``threads`` torch threads (:func:`~agents.learned_common.torch_threads`)
-    after :func:`agents.train.seed_everything` (``seed``: the networks' initialisation); yields a
+    after :func:`agents.training.seed_everything` (``seed``: the networks' initialisation); yields a
     ``torch.Generator`` seeded with ``seed`` for the sampled actions."""
     with torch_threads(threads):
         seed_everything(seed)

@@ -132,7 +132,7 @@ def train_placeto(
         seed: seeds the network's initialisation and the sampled actions; the same seed and the
             same ``episodes`` give the same result.
         out: folder for ``checkpoint.pt`` (atomic, at every evaluation and at the end; readable by
-            ``agents.train.load_checkpoint``), ``metrics.jsonl`` and ``result.json``; None = no files.
+            ``agents.training.load_checkpoint``), ``metrics.jsonl`` and ``result.json``; None = no files.
         args: hyperparameters (:class:`PlacetoArgs`).
     """
     args = args or PlacetoArgs()

@@ -5,7 +5,7 @@ Run from the repository root (about ``--minutes`` + a few minutes)::
     nice -n 5 python benchmarks/bench_generalisation.py --minutes 8 > out/bench_generalisation.log 2>&1
     python benchmarks/bench_generalisation.py --report     # tables from out/bench_generalisation/results.json
 
-1. Train one policy (``agents.train``, stages ``il,sim``, ``graph="mix"``) on :data:`TRAIN_MIX`: a
+1. Train one policy (``agents.training``, stages ``il,sim``, ``graph="mix"``) on :data:`TRAIN_MIX`: a
    new graph per episode (random DAGs of 30 to 80 ops, small chainmm / ffnn / llama-block), 4 devices.
 2. Zero-shot: its greedy and best-of-K decodes on :data:`HELD_OUT` graphs it never saw (larger
    sizes, and workloads absent from the mix: llama-layer, the paper's llama-block), against the
@@ -34,7 +34,7 @@ FAST = {"progress": False, "tensorboard": False, "baselines": ("critical_path",)
 
 
 def train_mix(minutes: float, k: int, seed: int, out: Path) -> dict:
-    from agents.train import TrainArgs, train
+    from agents.training import TrainArgs, train
 
     args = TrainArgs(graph="mix", graph_mix=TRAIN_MIX, graph_eval=HELD_OUT, devices=4, stages=("il", "sim"),
                      budget_minutes=minutes, seed=seed, out=str(out), sample_decodes=k, **FAST)
@@ -46,7 +46,7 @@ def train_mix(minutes: float, k: int, seed: int, out: Path) -> dict:
 
 
 def finetune(spec_text: str, init: Path, episodes: int, k: int, seed: int, out: Path) -> dict:
-    from agents.train import TrainArgs, train
+    from agents.training import TrainArgs, train
     from agents.training.graphs import GraphSpec
 
     spec = GraphSpec.parse(spec_text, "held-out")
@@ -59,7 +59,7 @@ def finetune(spec_text: str, init: Path, episodes: int, k: int, seed: int, out: 
 
 
 def on_devices(init: Path, devices: int, k: int, seed: int) -> list[dict]:
-    from agents.train import Instance, TrainArgs, load_policy
+    from agents.training import Instance, TrainArgs, load_policy
     from agents.training.evaluate import held_out_rows
 
     args = TrainArgs(graph="mix", graph_mix=TRAIN_MIX, graph_eval=HELD_OUT, devices=devices, seed=seed)

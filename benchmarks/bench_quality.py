@@ -12,7 +12,7 @@ Run from the repository root (long: about ``len(graphs) x (minutes + 2 x ablatio
 Per graph (paper/chainmm, paper/ffnn, paper/llama-block, paper/llama-layer; 4 devices; the reference
 simulator, paper units):
 
-- DOPPLER: ``agents.train`` stages ``il,sim`` within ``--minutes`` (DAgger on the critical-path
+- DOPPLER: ``agents.training`` stages ``il,sim`` within ``--minutes`` (DAgger on the critical-path
   teacher, then MaskablePPO), reported as the final policy's greedy decode and the best of ``--k``
   sampled decodes (both the policy's own placements: no search on top), and the same two decodes
   of ``policy_best.pt`` ("best ckpt": the checkpoint whose periodic greedy decode was the best seen
@@ -54,7 +54,7 @@ TARGET = 1.05  # within 5 % of the best known
 
 
 def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: Path, extra: dict) -> dict:
-    from agents.train import TrainArgs, train
+    from agents.training import TrainArgs, train
 
     args = TrainArgs(graph=graph, devices=DEVICES, stages=("il", "sim"), budget_minutes=minutes, learn=learn,
                      seed=seed, out=str(out), sample_decodes=k, baselines=("critical_path",), baseline_seconds=0.1,
@@ -78,7 +78,7 @@ def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: 
 def best_checkpoint(graph: str, learn: str, k: int, seed: int, run_dir: Path) -> dict | None:
     """Greedy and best-of-K decodes of a run's ``policy_best.pt`` (the checkpoint whose periodic greedy
     decode was the best seen in training: checkpoint selection, still the policy's own placements)."""
-    from agents.train import Instance, TrainArgs, load_policy
+    from agents.training import Instance, TrainArgs, load_policy
     from agents.training.evaluate import decode_graph
 
     path = run_dir / "policy_best.pt"

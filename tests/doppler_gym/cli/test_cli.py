@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import sys
 
@@ -11,16 +10,10 @@ import numpy as np
 import pytest
 
 import doppler_gym as dg
-from doppler_gym.cli.main import main
+from tests.doppler_gym.cli.cli_helpers import error_line, png_size, run
 
 FFNN_LB = 56.6957965312  # lower bound of paper/ffnn on 4 devices, paper units (data README: 56.7)
 FFNN_RR = 84.1824141312  # round-robin makespan of paper/ffnn on 4 devices, reference simulator
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def field(out: str, key: str) -> str:
@@ -29,20 +22,6 @@ def field(out: str, key: str) -> str:
         if line.startswith(key + " "):
             return line[len(key):].strip()
     raise AssertionError(f"no line {key!r} in:\n{out}")
-
-
-def png_size(path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
-    return struct.unpack(">II", data[16:24])
-
-
-def error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one error line, got:\n{err}"
-    assert lines[0].startswith("doppler: error: ")
-    assert "Traceback" not in err
-    return lines[0]
 
 
 # ---------------------------------------------------------------------- graph info
@@ -72,7 +51,7 @@ def test_graph_info_workload_with_params(capsys):
     assert field(out, "edges") == str(g.n_edges)
     assert "units: physical" in field(out, "graph")
     assert "FLOP" in field(out, "total work")
-    bound = dg.lower_bound(g, dg.Topology.uniform(4))
+    bound = dg.makespan_lower_bound(g, dg.Topology.uniform(4))
     assert field(out, "lower bound").startswith(f"{bound * 1e3:.4g} ms")
     assert "einsum" in field(out, "op kinds")
 
@@ -130,7 +109,8 @@ def test_simulate_file_input_text_and_json(capsys, tmp_path):
 
 def test_simulate_json_roundtrip(capsys, tmp_path):
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    assert run(capsys, "simulate", "paper/chainmm", "--assignment", "random", "--seed", "1", "--json", str(first))[0] == 0
+    code, _, _ = run(capsys, "simulate", "paper/chainmm", "--assignment", "random", "--seed", "1", "--json", str(first))
+    assert code == 0
     assert run(capsys, "simulate", "paper/chainmm", "--assignment", str(first), "--json", str(second))[0] == 0
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     for key in ("makespan", "assignment", "start", "end", "lower_bound", "time_unit"):
@@ -201,8 +181,6 @@ def test_simulate_reference_flag_on_workload(capsys, tmp_path):
         (["simulate", "paper/ffnn", "--topology", "nosuch"], "unknown topology preset 'nosuch'"),
         (["simulate", "paper/ffnn", "--streams", "0"], "streams must be an integer >= 1"),
         (["simulate", "paper/ffnn", "--assignment", "roundrobin"], "neither round-robin, random, single"),
-        (["demo", "--budget-seconds", "0"], "--budget-seconds must be > 0"),
-        (["demo", "--budget-minutes", "-1"], "--budget-minutes must be > 0"),
     ],
 )
 def test_errors_are_one_line(capsys, argv, needle):
@@ -237,41 +215,6 @@ def test_assignment_file_bad_token(capsys, tmp_path):
 def test_usage_error_exit_code(capsys):
     code, _, err = run(capsys, "simulate")
     assert code == 2 and "required: GRAPH" in err
-
-
-# ---------------------------------------------------------------------- demo
-def test_demo_trains_on_the_default_graph_and_compares_with_the_baselines(capsys, tmp_path):
-    out_dir = tmp_path / "demo"
-    code, out, _ = run(capsys, "demo", "--budget-minutes", "0.05", "--out", str(out_dir))
-    assert code == 0, out
-    summary = json.loads((out_dir / "summary.json").read_text())
-    assert summary["graph"] == "paper/chainmm" and summary["n_devices"] == 4 and summary["time_unit"] == "paper"
-    assert set(summary["stages"]) == {"il", "sim"} and all(s["episodes"] > 0 for s in summary["stages"].values())
-    assert {"critical_path", "heft", "random", "local_search"} <= set(summary["baselines"])
-    g = dg.load_graph("paper/chainmm")
-    learned = dg.simulate(g, summary["assignment"], config=dg.SimConfig.reference()).makespan
-    assert learned == summary["makespan"] >= summary["lower_bound"] - 1e-9
-    width, height = png_size(out_dir / "gantt.png")
-    assert width >= 800 and height >= 200
-    assert "learned policy (greedy)" in out and "critical_path" in out and "lower bound" in out
-
-
-def test_demo_baselines_only_runs_the_search_on_the_default_graph(capsys, tmp_path):
-    out_dir = tmp_path / "demo"
-    code, out, _ = run(capsys, "demo", "--baselines-only", "--budget-seconds", "2", "--out", str(out_dir))
-    assert code == 0
-    summary = json.loads((out_dir / "eval.json").read_text())
-    rows = {r["name"]: r["makespan"] for r in summary["rows"]}
-    assert summary["graph"] == "paper/chainmm" and summary["n_devices"] == 4 and summary["time_unit"] == "paper"
-    assert {"round_robin", "critical_path", "heft", "metis", "local_search"} <= set(rows)
-    assert all(m >= summary["lower_bound"] - 1e-9 for m in rows.values())
-    assert rows["local_search"] <= min(rows["critical_path"], rows["heft"], rows["round_robin"])
-    g = dg.load_graph("paper/chainmm")
-    best = min(summary["rows"], key=lambda r: r["makespan"])
-    assert dg.simulate(g, best["assignment"], config=dg.SimConfig.reference()).makespan == best["makespan"]
-    width, height = png_size(out_dir / "gantt_best.png")
-    assert width >= 800 and height >= 200
-    assert "local_search" in out and "lower bound" in out
 
 
 # ---------------------------------------------------------------------- entry point

@@ -1,7 +1,7 @@
 """``doppler train GRAPH``: DOPPLER's three training stages (imitation, simulator RL, real RL) on one graph.
 
-A thin front end of :mod:`agents.train` (imported when the command runs, so ``doppler`` itself
-stays free of torch): it builds a :class:`~agents.train.TrainArgs` from the flags, trains, and
+A thin front end of :mod:`agents.training` (imported when the command runs, so ``doppler`` itself
+stays free of torch): it builds a :class:`~agents.training.TrainArgs` from the flags, trains, and
 prints the learned placement next to the baselines and the lower bound.
 """
 
@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 
 from doppler_gym.cli import common
-
-STAGE_NAMES = ("il", "sim", "real")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,8 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
                    "plc (the teacher selects): the paper's ablations")
     p.add_argument("--graph-mix", nargs="+", default=[], metavar="SPEC",
-                   help="with GRAPH = mix: graph specs NAME[:KEY=VALUE,...] drawn per training episode; a VALUE may "
-                   "be a range LO..HI and a workload's unset seed is drawn (e.g. random:n_ops=40..80 chainmm paper/ffnn)")
+                   help="with GRAPH = mix: graph specs NAME[:KEY=VALUE,...] drawn per training episode; a VALUE "
+                   "may be a range LO..HI and a workload's unset seed is drawn "
+                   "(e.g. random:n_ops=40..80 chainmm paper/ffnn)")
     p.add_argument("--graph-eval", nargs="+", default=[], metavar="SPEC",
                    help="held-out graph specs (fixed values) decoded at the end, against critical path "
                    "(summary.json held_out); with GRAPH = mix the first is the main graph")
@@ -85,14 +84,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def parse_episodes(text: str | None) -> dict[str, int]:
     """``"il=300,sim=2000"`` -> ``{"il": 300, "sim": 2000}``."""
+    from agents.training.args import STAGES
+
     out: dict[str, int] = {}
     for item in (text or "").split(","):
         if not item.strip():
             continue
         stage, sep, value = item.partition("=")
         stage = stage.strip()
-        if not sep or stage not in STAGE_NAMES:
-            raise ValueError(f"--episodes {item!r}: expected STAGE=N with STAGE among {', '.join(STAGE_NAMES)}")
+        if not sep or stage not in STAGES:
+            raise ValueError(f"--episodes {item!r}: expected STAGE=N with STAGE among {', '.join(STAGES)}")
         try:
             out[stage] = int(value)
         except ValueError:
@@ -111,8 +112,8 @@ def _json_arg(flag: str, text: str) -> dict:
 
 
 def args_from_namespace(args: argparse.Namespace) -> Any:
-    """The :class:`agents.train.TrainArgs` of the parsed flags."""
-    from agents.train import TrainArgs
+    """The :class:`agents.training.TrainArgs` of the parsed flags."""
+    from agents.training import TrainArgs
 
     mix = args.graph == "mix"
     if mix != bool(args.graph_mix):
@@ -159,7 +160,7 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.train import train
+    from agents.training import train
 
     started = time.perf_counter()
     targs = args_from_namespace(args)

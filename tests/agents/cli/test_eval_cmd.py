@@ -17,7 +17,8 @@ def png_ok(path) -> bool:
 
 def test_eval_paper_graph_writes_json_and_png(capsys, tmp_path):
     out = tmp_path / "ev"
-    code = main(["eval", "paper/chainmm", "--devices", "4", "--baselines", "round_robin,heft,critical_path,local_search",
+    code = main(["eval", "paper/chainmm", "--devices", "4",
+                 "--baselines", "round_robin,heft,critical_path,local_search",
                  "--budget-seconds", "0.5", "--seed", "2", "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0
@@ -52,7 +53,7 @@ def test_eval_large_graph_skips_exact_methods(capsys, tmp_path):
     code = main(["eval", "paper/ffnn", "--baselines", "round_robin", "--out", str(tmp_path)])
     capsys.readouterr()
     assert code == 0
-    from doppler_gym.cli.eval_cmd import default_baselines
+    from agents.cli.eval_cmd import default_baselines
 
     g = dg.load_graph("paper/ffnn")
     names = default_baselines(g, dg.Topology.uniform(4), dg.SimConfig.reference())

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from doppler_gym.cli import common, eval_cmd, train_cmd
+from agents.cli import eval_cmd, train_cmd
+from doppler_gym.cli import common
 
 DEFAULT_GRAPH = "paper/chainmm"
 DEFAULT_MINUTES = 8.0  # [min] training budget: with the final evaluation the demo takes about 9 minutes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agents.train import summary_keys
+from agents.training import summary_keys
 from doppler_gym.cli.main import main
 
 SMALL = ["random", "--param", "n_ops=12", "--param", "levels=4", "--param", "seed=1", "--devices", "2"]

@@ -1,4 +1,8 @@
-"""``doppler eval GRAPH``: run the placement baselines on one graph and compare them."""
+"""``doppler eval GRAPH``: run the placement baselines on one graph and compare them.
+
+``--policy CHECKPOINT`` adds the greedy decode of a ``doppler train`` policy (torch and the training
+code load only then).
+"""
 
 from __future__ import annotations
 
@@ -113,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
     png = out / "gantt_best.png"
     from doppler_gym.sim.gantt import plot_gantt
 
-    trace = simulate(g, best.assignment, topo, priorities=best.priorities() if config.queue_order == "priority" else None,
-                     config=config)
+    priorities = best.priorities() if config.queue_order == "priority" else None
+    trace = simulate(g, best.assignment, topo, priorities=priorities, config=config)
     plot_gantt(trace, g, png, title=f"{g.name} on {topo.name}: {best.name}", lower_bound=bound)
 
     unit = config.time_unit
@@ -127,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(r["name"], f"{r['makespan']:.6g}", f"{r['ratio_to_lower_bound']:.3f}",
                       f"{r['ratio_to_critical_path']:.3f}", f"{r['seconds']:.2f}", r["note"])
     table.add_section()
-    table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / reference.makespan:.3f}", "", "max(critical path, work / D)")
+    table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / reference.makespan:.3f}", "",
+                  "max(critical path, work / D)")
     console.print(table)
 
     summary = {
@@ -150,7 +155,7 @@ def policy_placement(checkpoint: str, graph: DataflowGraph, topology: Topology, 
     torch and the agents load only here."""
     import gymnasium as gym
 
-    from agents.train import decode, load_policy
+    from agents.training import decode, load_policy
 
     started = time.perf_counter()
     env = gym.make("Doppler-Sim-v0", graph=graph, topology=topology, sim_config=config, disable_env_checker=True)
