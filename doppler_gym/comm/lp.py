@@ -77,8 +77,16 @@ class LpResult:
 
 
 @dataclass
-class _Built:
-    """The LP of one horizon with the maps to read it back."""
+class HorizonLp:
+    """The LP of one horizon (see the module docstring) with the maps to read its solution back.
+
+    Attributes:
+        n_cols: number of columns (variables).
+        f_col: ``(source index, link, send epoch) -> column`` of the flow variables [chunks].
+        y_col: ``(source index, GPU, epoch) -> column`` of the stock kept at the end of the epoch [chunks].
+        x_col: ``(source index, destination, landing epoch) -> column`` of the deliveries [chunks].
+        lp: the ``highspy.HighsLp`` model.
+    """
 
     n_cols: int
     f_col: dict[tuple[int, int, int], int]  # (source idx, link, epoch) -> column
@@ -87,8 +95,19 @@ class _Built:
     lp: object
 
 
-def _build(net: Network, srcs: np.ndarray, D: np.ndarray, E: int):
-    """Assemble the LP at horizon ``E`` (None if some demand cannot land by E)."""
+def build_horizon_lp(net: Network, srcs: np.ndarray, D: np.ndarray, E: int) -> HorizonLp | None:
+    """Assemble the LP of the module docstring at horizon ``E``.
+
+    Args:
+        net: the time-expanded network (:mod:`doppler_gym.comm.expanded`).
+        srcs: ``(n_src,) int`` the source nodes, one flow commodity each.
+        D: ``(n_src, n_nodes) float`` chunks of source ``srcs[i]`` that each node wants.
+        E: the horizon [epochs]: every delivery lands by epoch ``E``.
+
+    Returns:
+        The model, or ``None`` when some wanted chunk cannot reach its destination by ``E`` even
+        on an empty network (the horizon is infeasible without solving).
+    """
     import highspy
     from scipy import sparse
 
@@ -220,11 +239,26 @@ def _build(net: Network, srcs: np.ndarray, D: np.ndarray, E: int):
     lp.a_matrix_.value_ = A.data
     lp.a_matrix_.num_col_ = n_cols
     lp.a_matrix_.num_row_ = n_rows
-    return _Built(n_cols, f_col, y_col, x_col, lp)
+    return HorizonLp(n_cols, f_col, y_col, x_col, lp)
 
 
-def _run(built: _Built, time_limit: float, integral: bool = False, seed: int = 0):
-    """Solve; returns (status string, column values or None)."""
+def solve_horizon_lp(
+    built: HorizonLp, time_limit: float, integral: bool = False, seed: int = 0
+) -> tuple[str, np.ndarray | None]:
+    """Solve a horizon's LP with HiGHS (one thread).
+
+    Args:
+        built: the model from :func:`build_horizon_lp`.
+        time_limit: HiGHS's budget [s] (at least 0.05).
+        integral: solve with integral flow columns (a MIP); any integral point is accepted, since
+            the horizon is fixed.
+        seed: HiGHS's random seed.
+
+    Returns:
+        ``(status, values)``: ``("feasible", (n_cols,) float64)`` (the LP optimum, or for a MIP
+        any integral point found), ``("infeasible", None)``, or ``("unknown", None)`` when the
+        time ran out first.
+    """
     import highspy
 
     h = highspy.Highs()
@@ -272,11 +306,11 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
 
     def attempt(E: int):
         ts = time.perf_counter()
-        built = _build(net, srcs, D, E)
+        built = build_horizon_lp(net, srcs, D, E)
         if built is None:
             solves.append((E, "trivially-infeasible", time.perf_counter() - ts))
             return "infeasible", None, None
-        status, x = _run(built, deadline - time.perf_counter(), seed=seed)
+        status, x = solve_horizon_lp(built, deadline - time.perf_counter(), seed=seed)
         solves.append((E, status, time.perf_counter() - ts))
         return status, built, x
 
@@ -311,7 +345,7 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
     values = x
     if not integral and time.perf_counter() < deadline:
         ts = time.perf_counter()
-        status, xi = _run(built, deadline - time.perf_counter(), integral=True, seed=seed)
+        status, xi = solve_horizon_lp(built, deadline - time.perf_counter(), integral=True, seed=seed)
         solves.append((E, "mip-" + status, time.perf_counter() - ts))
         if status == "feasible":
             values, integral = xi, True
@@ -328,7 +362,7 @@ def lp_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, time_limit
                     time.perf_counter() - t0, tuple(solves))
 
 
-def _mean_delivery(built: _Built, values: np.ndarray) -> float:
+def _mean_delivery(built: HorizonLp, values: np.ndarray) -> float:
     """``sum t * x / sum x`` over the delivery columns [epochs]."""
     num = den = 0.0
     for (_, _, t), col in built.x_col.items():
@@ -337,7 +371,7 @@ def _mean_delivery(built: _Built, values: np.ndarray) -> float:
     return num / den if den > 0 else 0.0
 
 
-def decompose(net: Network, built: _Built, values: np.ndarray, sources: np.ndarray, wants: np.ndarray,
+def decompose(net: Network, built: HorizonLp, values: np.ndarray, sources: np.ndarray, wants: np.ndarray,
               srcs: np.ndarray) -> np.ndarray:
     """Split each source's integral flow into one time-stamped path per chunk.
 

@@ -122,7 +122,7 @@ def rounds_schedule(net: Network, sources: np.ndarray, wants: np.ndarray, round_
         cm = build_chunk_model(net, remaining, holds, last_land=last_land, last_send=last_send,
                                pending=rel_pending, busy=busy, deadline=False, require=False)
         _objective(cm, net, remaining, holds, rel_pending, dist_to, last_land)
-        greedy = _greedy_round(net, remaining, holds, rel_pending, busy, dist_to, R)
+        greedy = greedy_round(net, remaining, holds, rel_pending, busy, dist_to, R)
         chosen = {tuple(row) for row in greedy.tolist()}
         for key, v in zip(cm.sends, cm.send_vars):
             cm.model.AddHint(v, key in chosen)
@@ -175,7 +175,7 @@ def _busy(net: Network, all_sends: list[np.ndarray], start: int) -> dict[int, di
     if not all_sends:
         return busy
     last = all_sends[-1]
-    for c, l, k in last:
+    for _c, l, k in last:
         rel = int(k) - start
         if rel < 0 and rel >= 1 - int(net.window[l]):
             busy.setdefault(int(l), {})
@@ -208,8 +208,8 @@ def _objective(cm, net: Network, remaining: np.ndarray, holds: np.ndarray, pendi
         cm.model.Maximize(sum(w * v for w, v in terms))
 
 
-def _greedy_round(net: Network, remaining: np.ndarray, holds: np.ndarray, pending: dict, busy: dict,
-                  dist_to: dict, R: int) -> np.ndarray:
+def greedy_round(net: Network, remaining: np.ndarray, holds: np.ndarray, pending: dict, busy: dict,
+                 dist_to: dict, R: int) -> np.ndarray:
     """A quick valid plan for one round: the CP-SAT hint, and the fallback when CP-SAT finds nothing.
 
     Epoch by epoch, link by link, while the link has window capacity: send the chunk held at the
@@ -218,8 +218,22 @@ def _greedy_round(net: Network, remaining: np.ndarray, holds: np.ndarray, pendin
     round): it goes to the switch's GPU neighbours that are closer and lack the chunk (all of them
     for a copy-capable switch, one otherwise; switch-to-switch hops are left to CP-SAT).
 
+    Args:
+        net: the time-expanded network (:mod:`doppler_gym.comm.expanded`).
+        remaining: ``(n_commodities, n_nodes) bool``: the open demands (commodity ``c`` still
+            wanted at node ``n``).
+        holds: ``(n_commodities, n_nodes) bool``: who holds each chunk at the round's start.
+        pending: ``{(commodity, GPU): landing epoch}`` of chunks in flight, relative to the round's
+            start [epochs].
+        busy: ``{link: {epoch: sends}}``: sends of the previous round in the epochs before this one
+            (negative, relative [epochs]) that still count against the link's capacity window.
+        dist_to: ``{destination node: (n_nodes,) int64}``: epochs from each node to the
+            destination (:func:`~doppler_gym.comm.expanded.to_targets`), for every destination
+            with an open demand.
+        R: the round's length [epochs]; sends start in epochs ``0..R-1``.
+
     Returns:
-        (n, 3) int64 (commodity, link, epoch) relative to the round's start.
+        ``(n, 3) int64`` rows (commodity, link, send epoch relative to the round's start).
     """
     n_comm, n_nodes = remaining.shape
     hold = np.where(holds, 0, INF).astype(np.int64)
@@ -237,10 +251,9 @@ def _greedy_round(net: Network, remaining: np.ndarray, holds: np.ndarray, pendin
 
     def room(l: int, e: int) -> bool:
         w, cap = int(net.window[l]), int(net.cap[l])
-        for end in range(e, e + w):  # every window [end - w + 1, end] that contains e
-            if count[l, max(end - w + 1, -offset) + offset:end + offset + 1].sum() >= cap:
-                return False
-        return True
+        # every window [end - w + 1, end] that contains e has a free slot
+        return all(count[l, max(end - w + 1, -offset) + offset:end + offset + 1].sum() < cap
+                   for end in range(e, e + w))
 
     out_gpu = {w: [int(l) for l in net.out_links(w) if not net.is_switch[net.dst[l]]]
                for w in np.flatnonzero(net.is_switch)}

@@ -30,7 +30,7 @@ def reference_check(schedule: Schedule) -> tuple[set[str], dict[tuple[int, int],
 
     # capacity, window by window
     per_link = defaultdict(Counter)
-    for x, lk, k in rows:
+    for _x, lk, k in rows:
         per_link[lk][k] += 1
     for lk, counts in per_link.items():
         b = int(timing.beta[lk])
@@ -64,7 +64,7 @@ def reference_check(schedule: Schedule) -> tuple[set[str], dict[tuple[int, int],
             arrived = at_switch[(x, s, k)]
             if arrived == 0 or (not topo.copy_capable[s] and n_out > arrived):
                 kinds.add("switch")
-    for x, lk, k in rows:
+    for _x, lk, k in rows:
         if k + lag(lk) > schedule.epochs:
             kinds.add("horizon")
     for x in range(demand.n_commodities):

@@ -73,7 +73,8 @@ def test_sending_an_unheld_chunk():
     t = line3()
     rep = validate(sched(t, make_demand("allgather", t), bad, epochs=2))
     assert [e for e in rep.errors if e.startswith("causality")] == [
-        "causality: commodity 0 on link 2 (b -> c) in epoch 0: GPU b holds it only from epoch 1; send it after it arrives"
+        "causality: commodity 0 on link 2 (b -> c) in epoch 0: GPU b holds it only from epoch 1; "
+        "send it after it arrives"
     ]
 
 
@@ -109,7 +110,9 @@ def test_ids_and_duplicates():
     rep = validate(sched(t, d, GOOD_LINE + [(7, 0, 0), (0, 9, 0), (0, 0, -1)], epochs=2))
     assert sum(e.startswith("ids: send row") for e in rep.errors) == 3
     dup = validate(sched(t, d, GOOD_LINE + [(0, 0, 0)], epochs=2))
-    assert any(e.startswith("duplicate: commodity 0 on link 0 (a -> b) in epoch 0 is listed 2 times") for e in dup.errors)
+    assert any(
+        e.startswith("duplicate: commodity 0 on link 0 (a -> b) in epoch 0 is listed 2 times") for e in dup.errors
+    )
 
 
 def test_demand_from_another_topology():
@@ -154,7 +157,9 @@ def test_switch_forwarding_rules():
     assert rep.delivery_epoch[0].tolist() == [-1, -1, 0, 0]
     # a switch without copy cannot multicast one arrival
     plain = validate(sched(star(copy=False), d, multicast, epochs=1))
-    assert any(e.startswith("switch: switch s cannot copy: it sends commodity 0 on 2 links in epoch 1") for e in plain.errors)
+    assert any(
+        e.startswith("switch: switch s cannot copy: it sends commodity 0 on 2 links in epoch 1") for e in plain.errors
+    )
     # ... but may forward two separate arrivals
     two = validate(sched(star(copy=False), d, [(0, 0, 0), (0, 0, 1), (0, 4, 1), (0, 5, 2)], epochs=2))
     assert two.ok, two.errors

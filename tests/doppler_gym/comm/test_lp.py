@@ -75,18 +75,18 @@ def test_sends_are_sorted_unique_rows():
 
 def test_integral_repair_path_decomposes_to_a_valid_schedule():
     # the MIP repair (used when the LP vertex is fractional) on an instance small enough to check
-    from doppler_gym.comm.lp import _build, _run, decompose
+    from doppler_gym.comm.lp import build_horizon_lp, decompose, solve_horizon_lp
 
     topo = ring4(bidirectional=True)
     demand = make_demand("alltoall", topo)
     net = net_of(topo)
     srcs = np.unique(demand.source)
     D = np.stack([demand.wants[demand.source == s].sum(axis=0) for s in srcs])
-    built = _build(net, srcs, D, 2)
-    status, values = _run(built, 30.0, integral=True)
+    built = build_horizon_lp(net, srcs, D, 2)
+    status, values = solve_horizon_lp(built, 30.0, integral=True)
     assert status == "feasible"
     sends = decompose(net, built, values, demand.source, demand.wants, srcs)
     sched = Schedule(topology=topo, demand=demand, chunk_bytes=1.0, tau=1.0, epochs=2, sends=sends, method="lp")
     assert validate(sched).ok
-    one_epoch = _build(net, srcs, D, 1)  # opposite GPUs are two hops apart: 1 epoch is impossible
-    assert one_epoch is None or _run(one_epoch, 30.0)[0] == "infeasible"
+    one_epoch = build_horizon_lp(net, srcs, D, 1)  # opposite GPUs are two hops apart: 1 epoch is impossible
+    assert one_epoch is None or solve_horizon_lp(one_epoch, 30.0)[0] == "infeasible"

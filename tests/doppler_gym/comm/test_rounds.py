@@ -73,15 +73,15 @@ def test_greedy_plan_alone_is_valid(topo):
 
 def test_greedy_round_respects_capacity_and_holds():
     from doppler_gym.comm.expanded import to_targets
-    from doppler_gym.comm.rounds import _greedy_round, _onehot
+    from doppler_gym.comm.rounds import greedy_round
 
     topo = pair(0.5)
     net = net_of(topo)
     d = make_demand("allgather", topo, chunks=3)
     holds = np.zeros_like(d.wants)
     holds[np.arange(d.n_commodities), d.source] = True
-    dist_to = {g: to_targets(net, _onehot(2, g)) for g in (0, 1)}
-    plan = _greedy_round(net, d.wants, holds, {}, {0: {-1: 1}}, dist_to, 6)  # link 0 busy in epoch -1
+    dist_to = {g: to_targets(net, np.arange(net.n_nodes) == g) for g in (0, 1)}
+    plan = greedy_round(net, d.wants, holds, {}, {0: {-1: 1}}, dist_to, 6)  # link 0 busy in epoch -1
     on0 = sorted(plan[plan[:, 1] == 0, 2].tolist())
     assert on0 == [1, 3, 5]  # one send per 2-epoch window, the first window already used at -1
     assert sorted(plan[plan[:, 1] == 1, 2].tolist()) == [0, 2, 4]

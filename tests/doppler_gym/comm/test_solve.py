@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -130,10 +128,9 @@ def test_errors(kwargs, error, match):
 
 
 def test_time_limit_too_small_for_a_search_says_so():
-    # a generous bound search cannot even start in a microsecond
-    with pytest.raises(RuntimeError, match="time_limit"):
+    # a microsecond is used up before the first phase's search can start
+    with pytest.raises(RuntimeError, match=r"time_limit=1e-06 s used up before phase 1 of allgather; raise time_limit"):
         solve("ndv2-2", "allgather", "1GB", epoch="fast", time_limit=1e-6)
-    assert math.isfinite(parse_bytes("1KB"))
 
 
 def test_dg_comm_is_public_and_imports_no_solver():
