@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import doppler_gym as dg
-from agents.gdp import GDPArgs, _sample, load_gdp, train_gdp
+from agents.gdp import GDPArgs, load_gdp, sample_assignments, train_gdp
 from agents.gdp_policy import NEG_LOGIT, GDPGraph, GDPNet, positional_encoding
 from agents.learned_result import LearnedResult
-from agents.train import load_checkpoint
+from agents.training import load_checkpoint
 from tests.agents.learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,7 +64,7 @@ def test_samples_stay_on_usable_devices():
     net = GDPNet(max_devices=4, hidden_dim=16, n_sage=1, n_heads=2, ff_dim=32)
     with torch.no_grad():
         net.out.bias.copy_(torch.tensor([0.0, 0.0, 50.0, 50.0]))  # the masked devices would win unmasked
-        samples = _sample(net(gdp_graph(g, 2)), 64, torch.Generator().manual_seed(0))
+        samples = sample_assignments(net(gdp_graph(g, 2)), 64, torch.Generator().manual_seed(0))
     assert samples.shape == (64, g.n_ops) and samples.dtype == torch.int64
     assert set(samples.flatten().tolist()) == {0, 1}
 

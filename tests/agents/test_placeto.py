@@ -10,7 +10,7 @@ import doppler_gym as dg
 from agents.learned_common import Evaluator, resolve_instance
 from agents.placeto import PlacetoArgs, load_placeto, rollout, train_placeto
 from agents.placeto_policy import NEG_LOGIT, PlacetoGraph, PlacetoNet
-from agents.train import load_checkpoint
+from agents.training import load_checkpoint
 from tests.agents.learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 pytestmark = pytest.mark.usefixtures("one_thread")
