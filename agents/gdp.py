@@ -104,8 +104,18 @@ class _AssignEnvEvaluator:
         return info
 
 
-def _sample(logits: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
-    """``(count, n) int64`` assignments drawn from per-op logits ``(n, D)``."""
+def sample_assignments(logits: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
+    """Draw whole assignments from GDP's per-op device distributions (ops independent).
+
+    Args:
+        logits: ``(n, D) float`` per-op device logits (unusable devices at ``NEG_LOGIT``, so they
+            get probability 0 after the softmax).
+        count: number of assignments.
+        generator: the torch generator of the draws.
+
+    Returns:
+        ``(count, n) int64``: row ``k`` is one assignment, op ``v`` on device ``[k, v]``.
+    """
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, count, replacement=True, generator=generator).T.contiguous()
 
@@ -165,7 +175,7 @@ def train_gdp(
             logp_all = torch.log_softmax(net(ggraph), dim=-1)  # the sampling policy's, and the first epoch's
             with torch.no_grad():
                 logp_old_all = logp_all.detach()
-                actions = _sample(logp_old_all, args.samples_per_update, gen)  # (B, n)
+                actions = sample_assignments(logp_old_all, args.samples_per_update, gen)  # (B, n)
                 logp_old = logp_old_all[rows, actions]  # (B, n)
             makespans = run.evaluate(actions.numpy())
             adv = batch_advantage(makespans, run.reward_scale).unsqueeze(1)  # (B, 1)
@@ -186,7 +196,7 @@ def train_gdp(
         return train_loop(
             run, net, opt, update=update,
             greedy=lambda: net(ggraph).argmax(-1).unsqueeze(0).numpy(),
-            sample=lambda k: _sample(net(ggraph), k, gen).numpy(),
+            sample=lambda k: sample_assignments(net(ggraph), k, gen).numpy(),
             eval_every_updates=args.eval_every_updates, final_samples=args.final_samples, check=check_env,
         )
 

@@ -64,9 +64,15 @@ def test_samples_stay_on_usable_devices():
     net = GDPNet(max_devices=4, hidden_dim=16, n_sage=1, n_heads=2, ff_dim=32)
     with torch.no_grad():
         net.out.bias.copy_(torch.tensor([0.0, 0.0, 50.0, 50.0]))  # the masked devices would win unmasked
-        samples = sample_assignments(net(gdp_graph(g, 2)), 64, torch.Generator().manual_seed(0))
+        logits = net(gdp_graph(g, 2))
+        samples = sample_assignments(logits, 64, torch.Generator().manual_seed(0))
     assert samples.shape == (64, g.n_ops) and samples.dtype == torch.int64
     assert set(samples.flatten().tolist()) == {0, 1}
+    # row k is one assignment: over many rows each op's device frequencies are its softmax
+    # probabilities (4000 draws: a standard error below 0.008 per entry)
+    many = sample_assignments(logits, 4000, torch.Generator().manual_seed(1)).numpy()
+    freq = np.stack([(many == d).mean(axis=0) for d in range(4)], axis=1)  # (n, D)
+    np.testing.assert_allclose(freq, torch.softmax(logits, dim=-1).numpy(), atol=0.04)
 
 
 def test_short_training_returns_a_valid_result():
