@@ -1,12 +1,12 @@
 """Three-stage DOPPLER training on one policy: imitation, simulator RL, real-system RL.
 
-A typed :class:`TrainArgs`, one readable function per stage (one module each), side effects gated
+A typed :class:`TrainArgs`, one stage object per stage (one module each), side effects gated
 by flags. The policy is any sb3-contrib ``MaskableActorCriticPolicy`` subclass
 for ``Doppler-Sim-v0`` observations: by default ``agents.policy.DopplerPolicy`` (the GNN dual
 policy) when it imports, else sb3-contrib's ``MaskableMultiInputActorCriticPolicy`` (an MLP on the
 flattened padded observation, for development).
 
-Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
+Stages (DOPPLER paper §4):
 
 1. ``il``: **imitation of the critical-path teacher**, DAgger style. ``il_envs`` episodes are rolled
    in lockstep; at every step each env follows the teacher with probability ``beta`` (a uniformly
@@ -23,9 +23,9 @@ Stages (DOPPLER paper §4; reference spec §4, with the authors' bugs avoided):
    capped at the heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
-   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a moving-average baseline
-   (or, ``reinforce_baseline="batch"``, the leave-one-out mean of the update's episodes), on
-   sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
+   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a
+   moving-average baseline (or, ``reinforce_baseline="batch"``, the leave-one-out mean of the
+   update's episodes), on sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
    ``rl_lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
 3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
    with the same observation layout works, e.g. ``Doppler-Sim-v0`` in the tests).
@@ -52,9 +52,18 @@ RNG states, the imitation buffer; ``resume=True`` continues from it; Ctrl-C writ
 evaluation), ``metrics.jsonl`` (one JSON line per episode, update and evaluation),
 ``tb/`` (TensorBoard), ``summary.json`` and ``gantt.png`` (the learned placement).
 
+How a run is driven: the :class:`Trainer` builds a :class:`TrainContext` (the policy, counters, logs
+and generator the stages share; the budget, seeds, learning-rate schedule, episode reports and
+checkpoint timing they use) and, for each stage, a :class:`Stage` object (:class:`ImitationStage`,
+:class:`PPOStage` or :class:`ReinforceStage`): ``setup`` builds its envs and optimizer (from the
+checkpoint when resuming it), ``run`` trains while ``context.running(stage)``, and ``state`` is what
+a checkpoint keeps of it (optimizer, imitation buffer). A resumed stage restores the global RNG
+states after its setup, so an interrupted and resumed run equals an uninterrupted one.
+
 Modules (one job each):
 
-- ``args``: :class:`TrainArgs`, the stage names and budget weights;
+- ``args``: :class:`TrainArgs`, the stage names and budget weights; ``budget``: :class:`StageBudget`;
+- ``context``: :class:`TrainContext`, :class:`Stage`, the episode seeds;
 - ``instance``: :class:`Instance` (graph or mix, topology, sim config) and each stage's env;
 - ``ablation``: ``learn`` = both / sel / plc (:class:`TeacherPhase`); ``graphs``: graph specs, the mix;
 - ``policies``: policy classes by name, construction, weight transfer, masked action scores;
@@ -63,20 +72,20 @@ Modules (one job each):
 - ``buffer``: the imitation :class:`StateBuffer`;
 - ``rollout``: lockstep greedy / sampled / DAgger episodes, :func:`decode`;
 - ``teacher``: the imitation teachers (critical path, or a search placement relabelled per state);
-- ``imitation``: stage 1 (the loss and the loop); ``rl``: stages 2 and 3 (MaskablePPO, REINFORCE);
+- ``imitation``: stage 1 (the loss and :class:`ImitationStage`); ``rl``: stages 2 and 3 (:class:`PPOStage`,
+  :class:`ReinforceStage`);
 - ``evaluate``: greedy and best-of-K decodes on any graph, held-out rows;
 - ``summary``: the final evaluation and ``summary.json``; ``trainer``: :class:`Trainer`, :func:`train`.
 
 Besides the greedy and best-of-K decodes, the summary keeps ``best_found``: the best placement any
 training episode produced on the main graph (the incumbent that device-placement RL reports).
 
-``agents.train`` re-exports every public name (``from agents.train import TrainArgs, Trainer, train``).
-
->>> from agents.train import TrainArgs, train
+>>> from agents.training import TrainArgs, train
 >>> summary = train(TrainArgs(graph="paper/chainmm", devices=4, stages=("il", "sim"), budget_minutes=8))
 """
 
 from agents.training.args import DEFAULT_EPISODES, STAGE_WEIGHTS, STAGES, TrainArgs
+from agents.training.budget import StageBudget
 from agents.training.buffer import StateBuffer
 from agents.training.checkpoint import (
     CHECKPOINT_FORMAT,
@@ -87,7 +96,8 @@ from agents.training.checkpoint import (
     save_checkpoint,
     seed_everything,
 )
-from agents.training.imitation import imitation_loss
+from agents.training.context import Stage, TrainContext, episode_seeds, model_seed
+from agents.training.imitation import ImitationStage, imitation_loss
 from agents.training.instance import Instance, make_stage_env
 from agents.training.metrics import MetricLog, StageProgress, read_metrics
 from agents.training.policies import (
@@ -102,15 +112,17 @@ from agents.training.policies import (
     stack_obs,
     transfer_weights,
 )
+from agents.training.rl import PPOStage, ReinforceStage
 from agents.training.rollout import Episode, decode, rollout
 from agents.training.summary import summary_keys
-from agents.training.trainer import Trainer, train
+from agents.training.trainer import Trainer, make_stage, train
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CHECKPOINT_VERSION", "DEFAULT_EPISODES", "DOPPLER_POLICY",
-    "FALLBACK_POLICY", "STAGES", "STAGE_WEIGHTS", "Episode", "Instance", "MetricLog", "StageProgress",
-    "StateBuffer", "TrainArgs", "Trainer", "action_logits", "decode", "imitation_loss", "load_checkpoint",
-    "load_policy", "make_policy", "make_stage_env", "masked_logits", "obs_to_tensors", "policy_class_path",
+    "FALLBACK_POLICY", "STAGES", "STAGE_WEIGHTS", "Episode", "ImitationStage", "Instance", "MetricLog", "PPOStage",
+    "ReinforceStage", "Stage", "StageBudget", "StageProgress", "StateBuffer", "TrainArgs", "TrainContext", "Trainer",
+    "action_logits", "decode", "episode_seeds", "imitation_loss", "load_checkpoint", "load_policy", "make_policy",
+    "make_stage", "make_stage_env", "masked_logits", "model_seed", "obs_to_tensors", "policy_class_path",
     "read_metrics", "resolve_policy_class", "rollout", "save_checkpoint", "seed_everything", "stack_obs",
     "summary_keys", "train", "transfer_weights",
 ]

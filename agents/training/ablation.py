@@ -49,7 +49,8 @@ class TeacherPhase(gym.Wrapper):
             raise ValueError(f"TeacherPhase: learn must be 'sel' or 'plc', got {learn!r} ('both' needs no wrapper)")
         base = env.unwrapped
         if not isinstance(base, PlacementEnv):
-            raise TypeError(f"TeacherPhase wraps a PlacementEnv (Doppler-Sim-v0 or -Real-v0), got {type(base).__name__}")
+            raise TypeError("TeacherPhase wraps a PlacementEnv (Doppler-Sim-v0 or -Real-v0), "
+                            f"got {type(base).__name__}")
         self.learn = learn
         self.auto_phase = PLC if learn == "sel" else SEL
         self._pending = 0.0
@@ -70,7 +71,8 @@ class TeacherPhase(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         reward = float(reward) + self._pending
         self._pending = 0.0
-        while not (terminated or truncated or info.get("invalid_action")) and self.env.unwrapped.phase == self.auto_phase:
+        while (not (terminated or truncated or info.get("invalid_action"))
+               and self.env.unwrapped.phase == self.auto_phase):
             obs, extra, terminated, truncated, info = self.env.step(self.teacher_action())
             reward += float(extra)
         return obs, reward, terminated, truncated, info

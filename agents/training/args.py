@@ -236,7 +236,8 @@ class TrainArgs:
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1 or None, got {self.torch_threads}")
         if self.learn not in LEARN:
-            raise ValueError(f"learn must be one of {', '.join(LEARN)} (the decisions the policy learns), got {self.learn!r}")
+            raise ValueError(f"learn must be one of {', '.join(LEARN)} (the decisions the policy learns), "
+                             f"got {self.learn!r}")
         if (self.graph == MIX) != bool(self.graph_mix):
             raise ValueError("graph='mix' and graph_mix go together: give graph='mix' with graph_mix=[specs] "
                              "(e.g. ['random:n_ops=40..80', 'chainmm']), or a single graph without graph_mix")

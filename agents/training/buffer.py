@@ -83,7 +83,9 @@ class StateBuffer:
         self.static_table = [self.static_table[j] for j in used.tolist()]
         self.static_idx[: self.size] = remap[self.static_idx[: self.size]]
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    def sample(
+        self, batch_size: int, rng: np.random.Generator,
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
         """``(obs, mask, teacher, returns)`` of ``batch_size`` states drawn uniformly with replacement."""
         idx = rng.integers(0, self.size, size=batch_size)
         if self._static_stack is None:

@@ -43,7 +43,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
                          f"(DIR/{CHECKPOINT_NAME} or DIR/policy_<stage>.pt) or its folder")
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{str(path)!r} is not a doppler-gym training checkpoint (no format tag {CHECKPOINT_FORMAT!r})")
+        raise ValueError(f"{str(path)!r} is not a doppler-gym training checkpoint "
+                         f"(no format tag {CHECKPOINT_FORMAT!r})")
     return payload
 
 

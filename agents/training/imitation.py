@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from agents.training.buffer import StateBuffer
+from agents.training.context import Stage, TrainContext
 from agents.training.instance import make_stage_env
 from agents.training.metrics import StageBar
 from agents.training.policies import NEG, action_logits, masked_logits, obs_to_tensors
 from agents.training.rollout import rollout
 from agents.training.teacher import AssignmentTeacher
-
-if TYPE_CHECKING:
-    from agents.training.trainer import Trainer
 
 
 def imitation_loss(
@@ -59,72 +57,84 @@ def imitation_loss(
     return loss, {"cross_entropy": float(ce.detach()), "entropy": float(entropy.detach()), "accuracy": float(acc)}
 
 
-def run_imitation(trainer: Trainer) -> None:
-    """DAgger on the teacher's action sets (``args.il_teacher``; see the module docstring)."""
-    args, prog, policy = trainer.args, trainer.progress["il"], trainer.policy
-    envs = [make_stage_env(args, trainer.inst, "il") for _ in range(args.il_envs)]
-    if args.il_teacher == "search":
-        teacher = trainer.search_teacher()
-        envs = [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
-    buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.il_lr)
-    if trainer.resumed is not None and trainer.resumed.get("stage") == "il":
-        if trainer.resumed.get("optimizer_state") is not None:
-            optimizer.load_state_dict(trainer.resumed["optimizer_state"])
-        if trainer.resumed.get("il_buffer") is not None:
-            buffer.load_state_dict(trainer.resumed["il_buffer"])
-    trainer._stage_objects = {"optimizer": optimizer, "il_buffer": buffer}
-    bar = StageBar("il", trainer._episode_target("il"), prog, args.progress)
-    has_values = hasattr(policy, "predict_values") and args.il_vf_coef > 0
-    while not trainer._stage_over("il") and not trainer._should_interrupt():
-        t0 = time.perf_counter()
-        beta = max(0.0, 1.0 - trainer._fraction("il") / args.il_beta_decay)
-        seeds = [args.seed + 1_000_003 * (k + 1) + prog.episodes for k in range(len(envs))]
-        policy.set_training_mode(False)
-        episodes = rollout(policy, envs, seeds, mode="dagger", beta=beta, rng=trainer.rng, buffer=buffer)
-        new_states = 0
-        for ep in episodes:
-            buffer.set_return(ep.slots, ep.returns(args.gamma))
-            new_states += len(ep.slots)
-        # --- updates on the aggregated data
-        policy.set_training_mode(True)
-        n_updates = max(1, math.ceil(args.il_epochs * new_states / args.il_batch_size))
-        stats: dict[str, list[float]] = {"cross_entropy": [], "accuracy": [], "entropy": [], "value_loss": []}
-        for _ in range(n_updates):
-            if trainer._out_of_time("il", time.perf_counter() - t0):  # a budget binds between updates too
-                break
-            obs, mask, teacher, returns = buffer.sample(args.il_batch_size, trainer.rng)
-            obs_t = obs_to_tensors(obs, policy.device)
-            mask_t = torch.as_tensor(mask, device=policy.device).bool()
-            teach_t = torch.as_tensor(teacher, device=policy.device).bool() & mask_t
-            if has_values and hasattr(policy, "logits_and_values"):  # one GNN pass for both (DopplerPolicy)
-                logits, values = policy.logits_and_values(obs_t)
-            else:
-                logits = action_logits(policy, obs_t)
-                values = policy.predict_values(obs_t) if has_values else None
-            loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef, args.il_label_smoothing)
-            if values is not None:
-                values = values.flatten()
-                v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))
-                loss = loss + args.il_vf_coef * v_loss
-                parts["value_loss"] = float(v_loss.detach())
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            optimizer.step()
-            for k, v in parts.items():
-                stats[k].append(v)
-            prog.updates += 1
-        # --- bookkeeping
-        prog.seconds += time.perf_counter() - t0
-        for ep in episodes:
-            trainer._episode_done("il", ep.info, beta=beta,
-                                  learner_agreement=ep.agree / max(len(ep.rewards) - ep.teacher_steps, 1))
-        trainer.log.write("update", "il", prog.updates, beta=beta, buffer=buffer.size,
+class ImitationStage(Stage):
+    """Stage 1: DAgger on the teacher's action sets (``args.il_teacher``; see :mod:`agents.training`)."""
+
+    name = "il"
+
+    def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
+        args = ctx.args
+        envs = [make_stage_env(args, ctx.inst, "il") for _ in range(args.il_envs)]
+        if args.il_teacher == "search":
+            teacher = ctx.search_teacher()
+            envs = [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
+        self.envs = envs
+        self.buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
+        self.optimizer = torch.optim.Adam(ctx.policy.parameters(), lr=args.il_lr)
+        if resumed is not None:
+            if resumed.get("optimizer_state") is not None:
+                self.optimizer.load_state_dict(resumed["optimizer_state"])
+            if resumed.get("il_buffer") is not None:
+                self.buffer.load_state_dict(resumed["il_buffer"])
+
+    def state(self) -> dict[str, Any]:
+        return {"optimizer_state": self.optimizer.state_dict(), "il_buffer": self.buffer.state_dict()}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def run(self, ctx: TrainContext) -> None:
+        args, prog, policy = ctx.args, ctx.progress["il"], ctx.policy
+        envs, buffer, optimizer = self.envs, self.buffer, self.optimizer
+        bar = StageBar("il", ctx.budget.target("il"), prog, args.progress)
+        has_values = hasattr(policy, "predict_values") and args.il_vf_coef > 0
+        while ctx.running("il"):
+            t0 = time.perf_counter()
+            beta = max(0.0, 1.0 - ctx.budget.fraction("il") / args.il_beta_decay)
+            seeds = ctx.episode_seeds("il", len(envs))
+            policy.set_training_mode(False)
+            episodes = rollout(policy, envs, seeds, mode="dagger", beta=beta, rng=ctx.rng, buffer=buffer)
+            new_states = 0
+            for ep in episodes:
+                buffer.set_return(ep.slots, ep.returns(args.gamma))
+                new_states += len(ep.slots)
+            # --- updates on the aggregated data
+            policy.set_training_mode(True)
+            n_updates = max(1, math.ceil(args.il_epochs * new_states / args.il_batch_size))
+            stats: dict[str, list[float]] = {"cross_entropy": [], "accuracy": [], "entropy": [], "value_loss": []}
+            for _ in range(n_updates):
+                if ctx.budget.out_of_time("il", time.perf_counter() - t0):  # a budget binds between updates too
+                    break
+                obs, mask, teacher, returns = buffer.sample(args.il_batch_size, ctx.rng)
+                obs_t = obs_to_tensors(obs, policy.device)
+                mask_t = torch.as_tensor(mask, device=policy.device).bool()
+                teach_t = torch.as_tensor(teacher, device=policy.device).bool() & mask_t
+                if has_values and hasattr(policy, "logits_and_values"):  # one GNN pass for both (DopplerPolicy)
+                    logits, values = policy.logits_and_values(obs_t)
+                else:
+                    logits = action_logits(policy, obs_t)
+                    values = policy.predict_values(obs_t) if has_values else None
+                loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef, args.il_label_smoothing)
+                if values is not None:
+                    values = values.flatten()
+                    v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))
+                    loss = loss + args.il_vf_coef * v_loss
+                    parts["value_loss"] = float(v_loss.detach())
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+                optimizer.step()
+                for k, v in parts.items():
+                    stats[k].append(v)
+                prog.updates += 1
+            # --- bookkeeping
+            prog.seconds += time.perf_counter() - t0
+            for ep in episodes:
+                ctx.episode_done("il", ep.info, beta=beta,
+                                 learner_agreement=ep.agree / max(len(ep.rewards) - ep.teacher_steps, 1))
+            ctx.log.write("update", "il", prog.updates, beta=beta, buffer=buffer.size,
                           **{k: float(np.mean(v)) for k, v in stats.items() if v})
-        bar.update(prog, len(episodes), ce=np.mean(stats["cross_entropy"]) if stats["cross_entropy"] else math.nan)
-        trainer._maybe_checkpoint("il")
-    bar.close()
-    if trainer._should_interrupt():
-        trainer.interrupted = True
-        trainer.checkpoint("il")
+            bar.update(prog, len(episodes), ce=np.mean(stats["cross_entropy"]) if stats["cross_entropy"] else math.nan)
+            ctx.maybe_checkpoint("il")
+        bar.close()

@@ -52,7 +52,8 @@ class MetricLog:
             for k, v in values.items():
                 if k in NOT_SCALARS:
                     continue
-                if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool) and math.isfinite(v):
+                scalar = isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+                if scalar and math.isfinite(v):
                     self.writer.add_scalar(f"{stage}/{k}", float(v), int(step))
 
     def close(self) -> None:
@@ -92,7 +93,8 @@ class StageBar:
             self.bar.update(max(0, min(int(prog.seconds), self.bar.total) - self.bar.n))
         else:
             self.bar.update(n_episodes)
-        shown = {k: f"{v:.4g}" for k, v in postfix.items() if isinstance(v, (int, float, np.floating)) and math.isfinite(v)}
+        shown = {k: f"{v:.4g}" for k, v in postfix.items()
+                 if isinstance(v, (int, float, np.floating)) and math.isfinite(v)}
         self.bar.set_postfix(ep=prog.episodes, **shown, refresh=False)
 
     def close(self) -> None:

@@ -4,83 +4,107 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
+from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.training.args import STAGES
-from agents.training.checkpoint import set_rng_state
+from agents.training.context import Stage, TrainContext
 from agents.training.instance import make_stage_env
 from agents.training.metrics import StageBar
 from agents.training.policies import action_logits, make_policy, masked_logits, obs_to_tensors, stack_obs
 from agents.training.rollout import Episode, rollout
 
-if TYPE_CHECKING:
-    from agents.training.trainer import Trainer
+
+def stage_envs(ctx: TrainContext, stage: str) -> list:
+    """The envs of an RL stage: ``episodes_per_update`` simulator envs stepped in lockstep (one
+    batched policy call per step, one whole episode each per update); one env on the real system
+    (one device set), whose update's episodes run one after another."""
+    n_envs = ctx.args.episodes_per_update if stage == "sim" else 1
+    return [make_stage_env(ctx.args, ctx.inst, stage) for _ in range(n_envs)]
 
 
-def run_ppo(trainer: Trainer, stage: str) -> None:
-    """MaskablePPO, one update per ``learn`` call so budgets and checkpoints act between updates."""
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.logger import Logger, configure
-    from stable_baselines3.common.vec_env import DummyVecEnv
+class StagePPO(MaskablePPO):
+    """MaskablePPO whose gradient-step counter (``n_updates``, logged as ``train/n_updates``) a
+    resumed stage continues."""
 
-    args, prog = trainer.args, trainer.progress[stage]
-    # The simulator stage steps episodes_per_update envs in lockstep (one batched policy call per
-    # step, one whole episode each per update); the real stage uses one env (one device set) and
-    # runs the update's episodes one after another.
-    n_envs = args.episodes_per_update if stage == "sim" else 1
-    envs = [make_stage_env(args, trainer.inst, stage) for _ in range(n_envs)]
-    venv = DummyVecEnv([(lambda e=e: e) for e in envs])
-    venv.seed(args.seed + 7919 * (STAGES.index(stage) + 1) + prog.episodes)
-    episode_len = trainer.inst.episode_steps()  # every step is valid under masking
-    n_steps = episode_len * (args.episodes_per_update // n_envs)
-    model = MaskablePPO(
-        trainer.policy_class, venv, learning_rate=args.rl_lr, n_steps=n_steps,
-        batch_size=max(1, round(args.ppo_minibatch_episodes * episode_len)), n_epochs=args.ppo_epochs,
-        gamma=args.gamma, gae_lambda=args.gae_lambda, clip_range=args.clip_range, ent_coef=args.ent_coef,
-        vf_coef=args.vf_coef, max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
-        policy_kwargs=dict(args.policy_kwargs), seed=args.seed + STAGES.index(stage), device=args.device,
-        verbose=args.verbose,
-    )
-    trainer._carry_weights(model.policy)
-    model.lr_schedule = lambda _: trainer._rl_lr(stage)
-    if args.tensorboard:
-        model.set_logger(configure(str(trainer.out / "tb" / f"{stage}_ppo"), ["tensorboard"]))
-    else:
-        model.set_logger(Logger(folder=None, output_formats=[]))
-    resuming = trainer.resumed is not None and trainer.resumed.get("stage") == stage
-    if resuming:
-        if trainer.resumed.get("optimizer_state") is not None:
-            model.policy.optimizer.load_state_dict(trainer.resumed["optimizer_state"])
-        model.num_timesteps = int(prog.extra.get("num_timesteps", 0))
-        model._n_updates = int(prog.extra.get("n_updates", 0))
-        set_rng_state(trainer.resumed["rng"])  # MaskablePPO(seed=...) reseeded the global RNGs
-    trainer.policy = model.policy
-    trainer._stage_objects = {"optimizer": model.policy.optimizer}
-    callback = EpisodeCallback(lambda info: trainer._episode_done(stage, info))
-    bar = StageBar(stage, trainer._episode_target(stage), prog, args.progress)
-    while not trainer._stage_over(stage) and not trainer._should_interrupt():
-        t0 = time.perf_counter()
-        before = prog.episodes
-        model.learn(total_timesteps=n_steps, callback=callback, reset_num_timesteps=False, progress_bar=False)
-        prog.updates += 1
-        prog.extra.update(num_timesteps=int(model.num_timesteps), n_updates=int(model._n_updates))
-        prog.seconds += time.perf_counter() - t0
-        stats = {k.split("/")[1]: float(v) for k, v in model.logger.name_to_value.items() if k.startswith("train/")}
-        if "entropy_loss" in stats:
-            stats["entropy"] = -stats.pop("entropy_loss")
-        stats.pop("learning_rate", None)
-        trainer.log.write("update", stage, prog.updates, lr=trainer._rl_lr(stage), **stats)
-        bar.update(prog, prog.episodes - before, best=prog.best_makespan)
-        trainer._maybe_checkpoint(stage)
-    bar.close()
-    venv.close()
-    if trainer._should_interrupt():
-        trainer.interrupted = True
-        trainer.checkpoint(stage)
+    @property
+    def n_updates(self) -> int:
+        return int(self._n_updates)
+
+    @n_updates.setter
+    def n_updates(self, n: int) -> None:
+        self._n_updates = int(n)
+
+
+class PPOStage(Stage):
+    """Stages 2 and 3 with MaskablePPO: one update per ``learn`` call, so budgets and checkpoints act
+    between updates. The envs' reset seeds are those of :meth:`TrainContext.model_seed` (SB3 seeds
+    its vector env with the model's seed)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
+        from stable_baselines3.common.logger import Logger, configure
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        args, stage, prog = ctx.args, self.name, ctx.progress[self.name]
+        envs = stage_envs(ctx, stage)
+        self.venv = DummyVecEnv([(lambda e=e: e) for e in envs])
+        episode_len = ctx.inst.episode_steps()  # every step is valid under masking
+        self.n_steps = episode_len * (args.episodes_per_update // len(envs))
+        model = StagePPO(
+            ctx.policy_class, self.venv, learning_rate=args.rl_lr, n_steps=self.n_steps,
+            batch_size=max(1, round(args.ppo_minibatch_episodes * episode_len)), n_epochs=args.ppo_epochs,
+            gamma=args.gamma, gae_lambda=args.gae_lambda, clip_range=args.clip_range, ent_coef=args.ent_coef,
+            vf_coef=args.vf_coef, max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
+            policy_kwargs=dict(ctx.policy_kwargs), seed=ctx.model_seed(stage), device=args.device,
+            verbose=args.verbose,
+        )
+        ctx.carry_weights(model.policy)
+        model.lr_schedule = lambda _: ctx.rl_lr(stage)
+        if args.tensorboard:
+            model.set_logger(configure(str(ctx.out / "tb" / f"{stage}_ppo"), ["tensorboard"]))
+        else:
+            model.set_logger(Logger(folder=None, output_formats=[]))
+        if resumed is not None:
+            if resumed.get("optimizer_state") is not None:
+                model.policy.optimizer.load_state_dict(resumed["optimizer_state"])
+            model.num_timesteps = int(prog.extra.get("num_timesteps", 0))
+            model.n_updates = int(prog.extra.get("n_updates", 0))
+        ctx.policy = model.policy
+        self.model = model
+
+    def state(self) -> dict[str, Any]:
+        return {"optimizer_state": self.model.policy.optimizer.state_dict()}
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def run(self, ctx: TrainContext) -> None:
+        args, stage, prog, model = ctx.args, self.name, ctx.progress[self.name], self.model
+        callback = EpisodeCallback(lambda info: ctx.episode_done(stage, info))
+        bar = StageBar(stage, ctx.budget.target(stage), prog, args.progress)
+        while ctx.running(stage):
+            t0 = time.perf_counter()
+            before = prog.episodes
+            model.learn(total_timesteps=self.n_steps, callback=callback, reset_num_timesteps=False,
+                        progress_bar=False)
+            prog.updates += 1
+            prog.extra.update(num_timesteps=int(model.num_timesteps), n_updates=model.n_updates)
+            prog.seconds += time.perf_counter() - t0
+            stats = {k.split("/")[1]: float(v) for k, v in model.logger.name_to_value.items()
+                     if k.startswith("train/")}
+            if "entropy_loss" in stats:
+                stats["entropy"] = -stats.pop("entropy_loss")
+            stats.pop("learning_rate", None)
+            ctx.log.write("update", stage, prog.updates, lr=ctx.rl_lr(stage), **stats)
+            bar.update(prog, prog.episodes - before, best=prog.best_makespan)
+            ctx.maybe_checkpoint(stage)
+        bar.close()
 
 
 def reinforce_advantages(returns: list[np.ndarray], kind: str, ema: float) -> np.ndarray:
@@ -105,65 +129,75 @@ def reinforce_advantages(returns: list[np.ndarray], kind: str, ema: float) -> np
     return np.concatenate([r - b for r, b in zip(returns, per_episode)])
 
 
-def run_reinforce(trainer: Trainer, stage: str) -> None:
-    """REINFORCE on ``episodes_per_update`` sampled episodes per update, with a moving-average
-    baseline (``reinforce_baseline="ema"``, the paper's) or the leave-one-out mean of the batch
-    (``"batch"``). The logged ``baseline`` is the moving average in both cases."""
-    args, prog, policy = trainer.args, trainer.progress[stage], trainer.policy
-    n_envs = args.episodes_per_update if stage == "sim" else 1  # one real env: one device set
-    envs = [make_stage_env(args, trainer.inst, stage) for _ in range(n_envs)]
-    fresh = make_policy(trainer.policy_class, envs[0].observation_space, envs[0].action_space, args.rl_lr,
-                        args.policy_kwargs, args.device)
-    trainer._carry_weights(fresh)
-    trainer.policy = policy = fresh
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.rl_lr)
-    if trainer.resumed is not None and trainer.resumed.get("stage") == stage and trainer.resumed.get("optimizer_state"):
-        optimizer.load_state_dict(trainer.resumed["optimizer_state"])
-    trainer._stage_objects = {"optimizer": optimizer}
-    bar = StageBar(stage, trainer._episode_target(stage), prog, args.progress)
-    while not trainer._stage_over(stage) and not trainer._should_interrupt():
-        t0 = time.perf_counter()
-        policy.set_training_mode(False)
-        episodes: list[Episode] = []
-        while len(episodes) < args.episodes_per_update:
-            base = args.seed + 7919 * (STAGES.index(stage) + 1) + prog.episodes + len(episodes)
-            seeds = [base + k for k in range(len(envs))]
-            episodes += rollout(policy, envs, seeds, mode="sample", rng=trainer.rng, keep_obs=True)
-        policy.set_training_mode(True)
-        for g in optimizer.param_groups:
-            g["lr"] = trainer._rl_lr(stage)
-        returns = [ep.returns(args.gamma) for ep in episodes]
-        totals = np.array([r[0] for r in returns])
-        baseline = prog.extra.get("baseline")
-        if baseline is None:
-            baseline = float(totals.mean())
-        adv = reinforce_advantages(returns, args.reinforce_baseline, baseline)
-        obs = obs_to_tensors(stack_obs([o for ep in episodes for o in ep.obs]), policy.device)
-        mask = torch.as_tensor(np.stack([m for ep in episodes for m in ep.masks]), device=policy.device)
-        act = torch.as_tensor([a for ep in episodes for a in ep.actions], device=policy.device)
-        adv = torch.as_tensor(adv, dtype=torch.float32, device=policy.device)
-        logp_all = torch.log_softmax(masked_logits(action_logits(policy, obs), mask), -1)
-        logp = logp_all.gather(1, act[:, None]).squeeze(1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        loss = -(adv * logp).sum() / len(episodes) - args.ent_coef * entropy
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
-        optimizer.step()
-        d = args.reinforce_baseline_decay
-        prog.extra["baseline"] = d * baseline + (1 - d) * float(totals.mean())
-        prog.updates += 1
-        prog.seconds += time.perf_counter() - t0
-        for ep in episodes:
-            trainer._episode_done(stage, ep.info)
-        trainer.log.write("update", stage, prog.updates, loss=float(loss.detach()), entropy=float(entropy.detach()),
-                          baseline=baseline, lr=trainer._rl_lr(stage))
-        bar.update(prog, len(episodes), best=prog.best_makespan)
-        trainer._maybe_checkpoint(stage)
-    bar.close()
-    if trainer._should_interrupt():
-        trainer.interrupted = True
-        trainer.checkpoint(stage)
+class ReinforceStage(Stage):
+    """Stages 2 and 3 with REINFORCE on ``episodes_per_update`` sampled episodes per update, with a
+    moving-average baseline (``reinforce_baseline="ema"``, the paper's) or the leave-one-out mean of
+    the batch (``"batch"``). The logged ``baseline`` is the moving average in both cases."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
+        args = ctx.args
+        self.envs = stage_envs(ctx, self.name)
+        policy = make_policy(ctx.policy_class, self.envs[0].observation_space, self.envs[0].action_space,
+                             args.rl_lr, ctx.policy_kwargs, args.device)
+        ctx.carry_weights(policy)
+        ctx.policy = policy
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=args.rl_lr)
+        if resumed is not None and resumed.get("optimizer_state"):
+            self.optimizer.load_state_dict(resumed["optimizer_state"])
+
+    def state(self) -> dict[str, Any]:
+        return {"optimizer_state": self.optimizer.state_dict()}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def run(self, ctx: TrainContext) -> None:
+        args, stage, prog = ctx.args, self.name, ctx.progress[self.name]
+        policy, envs, optimizer = ctx.policy, self.envs, self.optimizer
+        bar = StageBar(stage, ctx.budget.target(stage), prog, args.progress)
+        while ctx.running(stage):
+            t0 = time.perf_counter()
+            policy.set_training_mode(False)
+            episodes: list[Episode] = []
+            while len(episodes) < args.episodes_per_update:
+                seeds = ctx.episode_seeds(stage, len(envs), offset=len(episodes))
+                episodes += rollout(policy, envs, seeds, mode="sample", rng=ctx.rng, keep_obs=True)
+            policy.set_training_mode(True)
+            for g in optimizer.param_groups:
+                g["lr"] = ctx.rl_lr(stage)
+            returns = [ep.returns(args.gamma) for ep in episodes]
+            totals = np.array([r[0] for r in returns])
+            baseline = prog.extra.get("baseline")
+            if baseline is None:
+                baseline = float(totals.mean())
+            adv = reinforce_advantages(returns, args.reinforce_baseline, baseline)
+            obs = obs_to_tensors(stack_obs([o for ep in episodes for o in ep.obs]), policy.device)
+            mask = torch.as_tensor(np.stack([m for ep in episodes for m in ep.masks]), device=policy.device)
+            act = torch.as_tensor([a for ep in episodes for a in ep.actions], device=policy.device)
+            adv = torch.as_tensor(adv, dtype=torch.float32, device=policy.device)
+            logp_all = torch.log_softmax(masked_logits(action_logits(policy, obs), mask), -1)
+            logp = logp_all.gather(1, act[:, None]).squeeze(1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = -(adv * logp).sum() / len(episodes) - args.ent_coef * entropy
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+            optimizer.step()
+            d = args.reinforce_baseline_decay
+            prog.extra["baseline"] = d * baseline + (1 - d) * float(totals.mean())
+            prog.updates += 1
+            prog.seconds += time.perf_counter() - t0
+            for ep in episodes:
+                ctx.episode_done(stage, ep.info)
+            ctx.log.write("update", stage, prog.updates, loss=float(loss.detach()),
+                          entropy=float(entropy.detach()), baseline=baseline, lr=ctx.rl_lr(stage))
+            bar.update(prog, len(episodes), best=prog.best_makespan)
+            ctx.maybe_checkpoint(stage)
+        bar.close()
 
 
 class EpisodeCallback(BaseCallback):

@@ -15,25 +15,26 @@ from agents.training.metrics import write_json
 from agents.training.policies import policy_class_path
 
 if TYPE_CHECKING:
-    from agents.training.trainer import Trainer
+    from agents.training.context import TrainContext
 
 
-def write_summary(trainer: Trainer) -> dict[str, Any]:
+def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Greedy and sampled decodes (main graph and held-out graphs), baselines, ``summary.json``, Gantt chart.
 
     The summary's ``makespan`` / ``assignment`` / ``order`` are the greedy decode of the final policy
     on the main graph; ``best_of_k`` the best of ``sample_decodes`` sampled decodes; ``held_out`` one
-    row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`)."""
+    row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`); ``init`` is
+    ``init_report`` (the ``init`` checkpoint's tensors loaded and skipped)."""
     from doppler_gym import baselines
     from doppler_gym.sim.gantt import plot_gantt
 
-    args, inst = trainer.args, trainer.inst
+    args, inst = ctx.args, ctx.inst
     t0 = time.perf_counter()
-    policy = trainer.policy
+    policy = ctx.policy
     decoded = decode_graph(policy, inst, None, args.sample_decodes, args.seed)
     greedy, best = decoded["greedy"], decoded["best"]
     held_out = held_out_rows(policy, inst, args.sample_decodes, args.seed) if inst.held_out else []
-    best_checkpoint = decode_best_checkpoint(trainer)
+    best_checkpoint = decode_best_checkpoint(ctx)
     results: dict[str, float] = {}
     found = []
     for name in args.baselines:
@@ -47,15 +48,15 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         p = baselines.run(name, inst.graph, inst.topology, inst.config, **opts)
         found.append(p)
         results[name] = p.makespan
-    cp = results.get("critical_path", trainer._reference)
-    bound = trainer._lower_bound
+    cp = results.get("critical_path", ctx.reference)
+    bound = ctx.lower_bound
     trace = simulate_placement(inst, greedy["assignment"], greedy["order"])
-    gantt = trainer.out / "gantt.png"
+    gantt = ctx.out / "gantt.png"
     plot_gantt(trace, inst.graph, gantt, title=f"{inst.graph.name} on {inst.topology.name}: learned policy",
                lower_bound=bound)
     stages = {}
     for s in args.stages:
-        p = trainer.progress[s]
+        p = ctx.progress[s]
         stages[s] = {"episodes": p.episodes, "updates": p.updates, "env_steps": p.env_steps,
                      "seconds": round(p.seconds, 3),
                      "seconds_per_episode": p.seconds / p.episodes if p.episodes else None,
@@ -64,7 +65,7 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
     summary = {
         "graph": inst.graph.name, "n_ops": inst.graph.n_ops, "topology": inst.topology.name,
         "n_devices": inst.topology.n_devices, "time_unit": trace.time_unit,
-        "policy_class": policy_class_path(trainer.policy_class), "algo": args.algo, "learn": args.learn,
+        "policy_class": policy_class_path(ctx.policy_class), "algo": args.algo, "learn": args.learn,
         "seed": args.seed, "graph_mix": list(args.graph_mix) or None,
         "makespan": float(greedy["makespan"]),
         "assignment": np.asarray(greedy["assignment"]).tolist(), "order": np.asarray(greedy["order"]).tolist(),
@@ -74,16 +75,16 @@ def write_summary(trainer: Trainer) -> dict[str, Any]:
         "baselines": results, "critical_path": cp, "lower_bound": bound,
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
-        "best_eval": trainer.best_eval or None, "best_checkpoint": best_checkpoint,
-        "best_found": best_found_row(trainer), "il_teacher": dict(trainer.teacher) or None,
+        "best_eval": ctx.best_eval or None, "best_checkpoint": best_checkpoint,
+        "best_found": best_found_row(ctx), "il_teacher": dict(ctx.teacher) or None,
         "held_out": held_out or None,
         "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,
         "stages": stages, "budget_minutes": args.budget_minutes,
         "budget_split": {s: STAGE_WEIGHTS[s] / sum(STAGE_WEIGHTS[t] for t in args.stages) for s in args.stages},
-        "init": trainer.init_report, "checkpoint": str(trainer.ckpt_path), "gantt": str(gantt),
+        "init": init_report, "checkpoint": str(ctx.ckpt_path), "gantt": str(gantt),
         "eval_seconds": round(time.perf_counter() - t0, 3), "args": args.to_dict(),
     }
-    write_json(trainer.out / "summary.json", summary)
+    write_json(ctx.out / "summary.json", summary)
     return summary
 
 
@@ -101,35 +102,35 @@ def simulate_placement(inst: Any, assignment: Any, order: Any) -> Any:
     return simulate(inst.graph, np.asarray(assignment), inst.topology, priorities=priorities, config=inst.config)
 
 
-def best_found_row(trainer: Trainer) -> dict[str, Any] | None:
+def best_found_row(ctx: TrainContext) -> dict[str, Any] | None:
     """The best placement any training episode produced on the main graph (sampled, or a DAgger
     roll-in in the imitation stage), or ``None``: the incumbent that device-placement RL reports
     (Mirhoseini et al., ICML 2017; Placeto and GDP here report theirs the same way).
 
     ``makespan`` is the placement simulated again (equal to the episode's ``training_makespan``
     unless the sim config draws jitter); ``assignment`` and ``order`` replay it."""
-    found = trainer.best_found
+    found = ctx.best_found
     if not found:
         return None
-    trace = simulate_placement(trainer.inst, found["assignment"], found["order"])
+    trace = simulate_placement(ctx.inst, found["assignment"], found["order"])
     return {"makespan": float(trace.makespan), "training_makespan": float(found["makespan"]),
             "stage": found["stage"], "episode": found["episode"],
             "assignment": list(found["assignment"]), "order": list(found["order"])}
 
 
-def decode_best_checkpoint(trainer: Trainer) -> dict[str, Any] | None:
+def decode_best_checkpoint(ctx: TrainContext) -> dict[str, Any] | None:
     """Greedy and best-of-K decodes of ``policy_best.pt`` (the weights whose periodic greedy decode
     was the best seen in training), or ``None`` without one.
 
     This is checkpoint selection on the training graph (the policy's own placements, chosen among
     its checkpoints by their greedy makespan); the summary's ``makespan`` stays the final policy's."""
-    path = trainer.out / "policy_best.pt"
-    if not trainer.best_eval or not path.is_file():
+    path = ctx.out / "policy_best.pt"
+    if not ctx.best_eval or not path.is_file():
         return None
-    policy = load_policy(path, trainer.eval_env)
-    d = decode_graph(policy, trainer.inst, None, trainer.args.sample_decodes, trainer.args.seed)
+    policy = load_policy(path, ctx.eval_env)
+    d = decode_graph(policy, ctx.inst, None, ctx.args.sample_decodes, ctx.args.seed)
     g, b = d["greedy"], d["best"]
-    return {"stage": trainer.best_eval.get("stage"), "episode": trainer.best_eval.get("episode"),
+    return {"stage": ctx.best_eval.get("stage"), "episode": ctx.best_eval.get("episode"),
             "greedy": float(g["makespan"]), "best_of_k": None if b is None else float(b["makespan"]),
             "assignment": np.asarray(g["assignment"]).tolist(), "order": np.asarray(g["order"]).tolist(),
             "checkpoint": str(path)}

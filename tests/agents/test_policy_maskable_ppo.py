@@ -79,7 +79,8 @@ def test_plc_affinity_is_the_bilinear_match_with_the_ops_on_each_device():
     d, n_dev = 8, 4
     plain, head = PlcHead(d), PlcHead(d, affinity=True)
     assert plain.query is None
-    head.load_state_dict({**plain.state_dict(), **{k: v for k, v in head.state_dict().items() if k.startswith("query")}})
+    query = {k: v for k, v in head.state_dict().items() if k.startswith("query")}
+    head.load_state_dict({**plain.state_dict(), **query})
     op, devsum, dev_in = torch.randn(2, d), torch.randn(2, n_dev, d), torch.randn(2, n_dev, 15)
     valid = torch.tensor([[True] * 4, [True, True, True, False]])
     got = head(op, devsum, dev_in, valid) - plain(op, devsum, dev_in, valid)
@@ -90,7 +91,8 @@ def test_plc_affinity_is_the_bilinear_match_with_the_ops_on_each_device():
         torch.testing.assert_close(got[b][m], want, rtol=1e-5, atol=1e-5)
     perm = torch.tensor([2, 0, 3, 1])  # one scorer shared across devices: permuting devices permutes scores
     full = torch.ones(2, n_dev, dtype=torch.bool)
-    torch.testing.assert_close(head(op, devsum[:, perm], dev_in[:, perm], full), head(op, devsum, dev_in, full)[:, perm])
+    permuted = head(op, devsum[:, perm], dev_in[:, perm], full)
+    torch.testing.assert_close(permuted, head(op, devsum, dev_in, full)[:, perm])
 
 
 def test_policy_options_survive_save_transfer_and_load(tmp_path):

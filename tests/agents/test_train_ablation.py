@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.train import Instance, TrainArgs, load_checkpoint, train
+from agents.training import Instance, TrainArgs, load_checkpoint, train
 from agents.training.ablation import TeacherPhase, agent_steps, wrap_learn
 from doppler_gym.envs.observation import PLC, SEL
 from tests.agents.train_helpers import small_args
@@ -42,7 +42,8 @@ def test_teacher_phase_shows_only_the_learned_decisions(tmp_path, learn) -> None
     env.reset(seed=1)
     mask = env.get_wrapper_attr("action_masks")()
     max_ops = env.unwrapped.max_ops
-    learned, other = (slice(0, max_ops), slice(max_ops, None)) if learn == "sel" else (slice(max_ops, None), slice(0, max_ops))
+    sel, plc = slice(0, max_ops), slice(max_ops, None)
+    learned, other = (sel, plc) if learn == "sel" else (plc, sel)
     assert mask[learned].any() and not mask[other].any()
 
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.train import (
+from agents.training import (
     CHECKPOINT_NAME,
     Instance,
+    TrainContext,
     Trainer,
     action_logits,
     load_checkpoint,
@@ -20,7 +21,7 @@ from agents.train import (
     save_checkpoint,
     train,
 )
-from tests.agents.train_helpers import FAST, sample_observations, small_args
+from tests.agents.train_helpers import sample_observations, small_args
 
 
 def _logits(policy, obs) -> torch.Tensor:
@@ -98,7 +99,8 @@ def test_resume_mid_ppo_continues_counters(tmp_path) -> None:
     ckpt = load_checkpoint(tmp_path)
     assert ckpt["progress"]["sim"]["extra"]["num_timesteps"] == 12 * 24
     episodes = [r for r in read_metrics(tmp_path) if r["kind"] == "episode"]
-    assert [(r["stage"], r["step"]) for r in episodes] == [("il", k) for k in range(1, 5)] + [("sim", k) for k in range(5, 17)]
+    expected = [("il", k) for k in range(1, 5)] + [("sim", k) for k in range(5, 17)]
+    assert [(r["stage"], r["step"]) for r in episodes] == expected
     # the incumbent placement survives the interruption: the best over both processes' episodes
     assert summary["best_found"]["training_makespan"] == min(r["makespan"] for r in episodes)
 
@@ -112,14 +114,14 @@ def test_resume_extends_a_finished_stage_and_skips_without_checkpoint(tmp_path) 
 
 
 def test_ctrl_c_writes_a_checkpoint_and_resume_refuses_another_instance(tmp_path, monkeypatch) -> None:
-    original = Trainer._episode_done
+    original = TrainContext.episode_done
 
     def interrupt_at_6(self, stage, info, **extra):
         original(self, stage, info, **extra)
         if self.progress[stage].episodes == 6:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(Trainer, "_episode_done", interrupt_at_6)
+    monkeypatch.setattr(TrainContext, "episode_done", interrupt_at_6)
     with pytest.raises(KeyboardInterrupt):
         train(small_args(tmp_path, il_episodes=12))
     monkeypatch.undo()
@@ -157,4 +159,36 @@ def test_load_checkpoint_rejects_other_files(tmp_path) -> None:
     torch.save({"x": 1}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a doppler-gym training checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
-    assert FAST  # keeps the helper import honest
+    with pytest.raises(ValueError, match="checkpoint.pt"):  # a folder means its checkpoint.pt, here missing
+        load_checkpoint(tmp_path)
+
+
+def _rows(out) -> list[dict]:
+    """The metrics of a run without their wall-clock fields."""
+    return [{k: v for k, v in r.items() if k != "time"} for r in read_metrics(out)]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "reinforce"])
+def test_an_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, algo) -> None:
+    """Same seed and episode counts: the same metrics (every episode's makespan, every update's loss,
+    every evaluation), the same final weights and placement, whether or not the run was cut in
+    imitation and again in RL (the resumed stages continue the optimizer, buffer and RNG states)."""
+    kw = {"stages": ("il", "sim"), "il_episodes": 4, "il_envs": 2, "sim_episodes": 4, "episodes_per_update": 2,
+          "eval_every_episodes": 2, "algo": algo}
+    whole = Trainer(small_args(tmp_path / "whole", **kw))
+    expected = whole.run()
+    parts = tmp_path / "parts"
+    first = train(small_args(parts, interrupt_after_episodes=2, **kw))
+    assert first["interrupted"] and first["progress"]["il"]["episodes"] == 2
+    second = train(small_args(parts, resume=True, interrupt_after_episodes=4, **kw))
+    assert second["interrupted"]
+    assert (second["progress"]["il"]["episodes"], second["progress"]["sim"]["episodes"]) == (4, 2)
+    resumed = Trainer(small_args(parts, resume=True, **kw))
+    summary = resumed.run()
+    assert _rows(parts) == _rows(tmp_path / "whole")
+    state = resumed.policy.state_dict()
+    for name, tensor in whole.policy.state_dict().items():
+        assert torch.equal(tensor, state[name]), name
+    assert (summary["makespan"], summary["assignment"]) == (expected["makespan"], expected["assignment"])
+    assert summary["best_found"] == expected["best_found"]
+    assert summary["best_eval"]["makespan"] == expected["best_eval"]["makespan"]

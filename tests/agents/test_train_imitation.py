@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.train import Trainer, imitation_loss, read_metrics
+from agents.training import Trainer, imitation_loss, read_metrics
 from tests.agents.train_helpers import small_args, teacher_makespans
 
 

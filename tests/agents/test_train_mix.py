@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents.learned_common import torch_threads
-from agents.train import Instance, StateBuffer, TrainArgs, load_policy, read_metrics, train
+from agents.training import Instance, StateBuffer, TrainArgs, load_policy, read_metrics, train
 from agents.training.evaluate import decode_graph
 from agents.training.graphs import GraphMix, GraphSpec, held_out_graphs, padding_for, parse_specs
 from doppler_gym import workloads

@@ -7,7 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from agents.train import STAGE_WEIGHTS, TrainArgs, Trainer, read_metrics, summary_keys, train
+from agents.training import (
+    DEFAULT_EPISODES,
+    STAGE_WEIGHTS,
+    StageBudget,
+    StageProgress,
+    TrainArgs,
+    read_metrics,
+    summary_keys,
+    train,
+)
 from agents.training.rl import reinforce_advantages
 from tests.agents.train_helpers import FAST, small_args
 
@@ -85,19 +94,39 @@ def test_the_best_placement_found_in_training_is_kept_and_replays(tmp_path) -> N
     assert len(best["assignment"]) == 12 and sorted(best["order"]) == list(range(12))
 
 
-def test_budget_shares_follow_the_stage_weights(tmp_path) -> None:
-    trainer = Trainer(small_args(tmp_path, stages=("il", "sim", "real"), il_episodes=None, budget_minutes=1.0))
-    trainer._allot("il")
-    assert trainer.progress["il"].allotted_seconds == pytest.approx(60.0 * 1 / 6)
-    trainer.progress["il"].seconds = 4.0  # il stopped early (by episodes): sim and real share the rest
-    trainer._allot("sim")
-    assert trainer.progress["sim"].allotted_seconds == pytest.approx(56.0 * 3 / 5)
-    trainer.progress["sim"].seconds = 30.0
-    trainer._allot("real")
-    assert trainer.progress["real"].allotted_seconds == pytest.approx(26.0)
-    trainer.progress["real"].seconds = 13.0
-    assert trainer._fraction("real") == pytest.approx(0.5)
-    trainer.log.close()
+def test_budget_shares_follow_the_stage_weights() -> None:
+    args = TrainArgs(stages=("il", "sim", "real"), budget_minutes=1.0)
+    progress = {s: StageProgress() for s in args.stages}
+    budget = StageBudget(args, progress)
+    assert budget.target("il") is None  # a budget without episode counts: time alone ends a stage
+    budget.allot("il")
+    assert progress["il"].started and progress["il"].allotted_seconds == pytest.approx(60.0 * 1 / 6)
+    progress["il"].seconds = 4.0  # il stopped early (by episodes): sim and real share the rest
+    budget.allot("sim")
+    assert progress["sim"].allotted_seconds == pytest.approx(56.0 * 3 / 5)
+    progress["sim"].seconds = 30.0
+    budget.allot("real")
+    assert progress["real"].allotted_seconds == pytest.approx(26.0)
+    progress["real"].seconds = 13.0
+    assert budget.fraction("real") == pytest.approx(0.5) and not budget.over("real")
+    assert budget.out_of_time("real", running=13.0) and not budget.out_of_time("real", running=12.9)
+    progress["real"].seconds = 26.0
+    assert budget.over("real")
+
+
+def test_episode_targets_and_the_larger_fraction() -> None:
+    args = TrainArgs(stages=("il", "sim"), sim_episodes=10)
+    progress = {s: StageProgress() for s in args.stages}
+    budget = StageBudget(args, progress)
+    assert budget.target("il") == DEFAULT_EPISODES["il"] and budget.target("sim") == 10
+    budget.allot("sim")
+    assert progress["sim"].allotted_seconds is None  # no budget: episodes only
+    progress["sim"].episodes = 4
+    assert budget.fraction("sim") == pytest.approx(0.4)
+    timed = StageBudget(TrainArgs(stages=("sim",), sim_episodes=10, budget_minutes=1.0), {"sim": progress["sim"]})
+    timed.allot("sim")
+    progress["sim"].seconds = 45.0  # 3/4 of the time, 4/10 of the episodes: the stage is 3/4 through
+    assert timed.fraction("sim") == pytest.approx(0.75)
 
 
 def test_a_budget_ends_the_stages(tmp_path) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import doppler_gym as dg
-from agents.train import Instance, TrainArgs, train
+from agents.training import Instance, TrainArgs, train
 from agents.training.teacher import AssignmentTeacher, devices_interchangeable, relabelled_targets
 from doppler_gym import baselines
 from tests.agents.train_helpers import small_args

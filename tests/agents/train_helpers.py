@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.train import Instance, TrainArgs
+from agents.training import Instance, TrainArgs
 
 # A 12-op random DAG on 2 devices: the critical-path teacher's makespan is the same for every way of
 # breaking its ties (checked in test_train_imitation), so a policy that follows the teacher matches it.
