@@ -230,8 +230,7 @@ def test_invalid_actions(mode):
         assert r == -0.01 and not term and not trunc and info["invalid_action"]
         for k in obs:
             np.testing.assert_array_equal(obs[k], obs0[k])  # state unchanged
-    env.step(1)  # a valid action resets the streak
-    obs1 = env._obs.observation()
+    obs1, *_ = env.step(1)  # a valid action resets the streak
     for a in (1, N + 2, 0):  # an op in PLC, a padding device, another op
         obs, r, term, trunc, info = env.step(a)
         assert info["invalid_action"] and info["invalid_streak"] == (1, 2, 3)[[1, N + 2, 0].index(a)]
