@@ -14,6 +14,7 @@ from agents.training.args import TrainArgs
 from agents.training.graphs import MIX, GraphMix, held_out_graphs, padding_for, parse_specs
 from doppler_gym.envs.registration import REAL_ENV_ID
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
@@ -47,9 +48,6 @@ class Instance:
 
     @classmethod
     def from_args(cls, args: TrainArgs) -> Instance:
-        from doppler_gym import workloads
-        from doppler_gym.instances import default_config, resolve_graph, resolve_topology
-
         topology = resolve_topology(args.topology or args.devices or 4)
         given = SimConfig(**args.sim_config) if args.sim_config is not None else None
         held_out = tuple(held_out_graphs(parse_specs(args.graph_eval, "graph_eval"), args.seed))
@@ -61,13 +59,7 @@ class Instance:
             config = given or default_config(graph)
             return cls(graph, topology, config, args.learn, mix, held_out,
                        {"max_ops": max_ops, "max_edges": max_edges}, given)
-        if args.graph_params:
-            if args.graph not in workloads.names():
-                raise ValueError(f"graph_params only apply to workloads ({', '.join(workloads.names())}), "
-                                 f"not to {args.graph!r}")
-            graph = workloads.make(args.graph, **args.graph_params)
-        else:
-            graph = resolve_graph(args.graph)
+        graph = resolve_graph(args.graph, args.graph_params)
         config = given or default_config(graph)
         padding = {}
         if held_out:  # the held-out graphs are decoded by the same policy: one padding for all
@@ -79,7 +71,7 @@ class Instance:
         """A ``Doppler-Sim-v0`` env on ``graph`` (default the main graph), with this instance's
         padding, wrapped for the ablation (``learned=False``: the raw two-phase env)."""
         graph = self.graph if graph is None else graph
-        config = self.config if graph is self.graph else (self.mix_config or _default_config(graph))
+        config = self.config if graph is self.graph else (self.mix_config or default_config(graph))
         env = gym.make("Doppler-Sim-v0", graph=graph, topology=self.topology, sim_config=config,
                        disable_env_checker=True, **self.padding, **kwargs)
         return wrap_learn(env, self.learn) if learned else env
@@ -98,12 +90,6 @@ class Instance:
         if self.mix is None:
             return agent_steps(self.graph.n_ops, self.learn)
         return agent_steps(max(1, round(self.padding["max_ops"] / 1.25)), self.learn)
-
-
-def _default_config(graph: DataflowGraph) -> SimConfig:
-    from doppler_gym.instances import default_config
-
-    return default_config(graph)
 
 
 def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:
