@@ -1,8 +1,13 @@
 """doppler-gym: learn where the ops of a dataflow graph run on a work-conserving multi-GPU runtime.
 
-Neither torch nor pynvml is imported here; agents (``agents``) and the real backend
-(``envs_real``) load them when used. Importing the package registers the Gymnasium envs
-``Doppler-Sim-v0`` and ``Doppler-SimAssign-v0``.
+The core package: graphs and their file formats, workloads, topologies, the simulator
+(:func:`simulate`, :func:`simulate_batch`), baselines, collective scheduling (:mod:`~doppler_gym.comm`)
+and the Gymnasium envs. Neither torch nor pynvml is imported here; the agents (``agents``) and the
+real backend (``envs_real``) load them when used.
+
+Importing the package registers the Gymnasium ids ``Doppler-Sim-v0``, ``Doppler-SimAssign-v0``,
+``Doppler-Collective-v0`` and ``Doppler-Real-v0`` (the last loads ``envs_real`` only when made);
+see :mod:`doppler_gym.envs`.
 """
 
 from doppler_gym import baselines, comm, instances, workloads
