@@ -63,13 +63,15 @@ def test_import_registers_without_loading_env_modules_or_torch():
     assert out.stdout.strip() == "", out.stdout
 
 
-def test_default_config_matches_constructor():
-    params = inspect.signature(PlacementEnv.__init__).parameters
-    defaults = {k: p.default for k, p in params.items() if k != "self"}
-    assert defaults == PlacementEnv.default_config()
-    env = gym.make("Doppler-Sim-v0")  # every default works
-    obs, info = env.reset(seed=0)
-    assert info["graph_name"] == "paper/ffnn" and obs["n_devices"][0] == 4
+def test_default_config_is_what_the_constructor_uses():
+    config = PlacementEnv.default_config()
+    assert set(config) == set(inspect.signature(PlacementEnv.__init__).parameters) - {"self"}
+    implicit, explicit = gym.make("Doppler-Sim-v0"), gym.make("Doppler-Sim-v0", **config)
+    obs, info = implicit.reset(seed=0)
+    obs2, info2 = explicit.reset(seed=0)
+    assert info["graph_name"] == info2["graph_name"] == "paper/ffnn" and obs["n_devices"][0] == 4
+    for key in obs:
+        np.testing.assert_array_equal(obs[key], obs2[key], err_msg=key)
 
 
 @pytest.mark.parametrize(("env_id", "wrapper"), CASES, ids=CASE_IDS)
