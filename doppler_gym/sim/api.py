@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -11,7 +12,8 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels
 from doppler_gym.sim.assignment import MAX_IMPLICIT_DEVICES, as_device_ids, device_count
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.packing import pack
+from doppler_gym.sim.kernels import Meta
+from doppler_gym.sim.packing import PackedProblem, pack
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
@@ -45,24 +47,28 @@ def simulate(
     if type(assignment) is np.ndarray and assignment.ndim == 1 and assignment.dtype.num in _FAST_NUMS:
         # Fastest: the problem of this call's (graph, topology, config) last time, device range
         # checked by the kernel itself (one Numba call in all). The objects were checked when cached.
-        last = _LAST_CALL[0]
-        if last is None or last[0] is not graph or last[1] is not topology or last[2] is not config:
-            last = _LAST.get((id(graph), id(topology), id(config)))
+        entry = _LAST_CALL[0]
+        if entry is None or entry.graph is not graph or entry.topology is not topology or entry.config is not config:
+            entry = _FAST.get((id(graph), id(topology), id(config)))
         if (
-            last is not None
-            and last[0] is graph
-            and last[1] is topology
-            and last[2] is config
-            and assignment.shape[0] == last[3]
+            entry is not None
+            and entry.graph is graph
+            and entry.topology is topology
+            and entry.config is config
+            and assignment.shape[0] == entry.problem.n_ops
             and assignment.flags.c_contiguous
         ):
-            _LAST_CALL[0] = last
-            times = np.empty(last[4], np.float64)
-            makespan = kernels.run_packed(last[5], last[6], last[7], assignment, times)
+            _LAST_CALL[0] = entry
+            problem = entry.problem
+            times = np.empty(problem.n_times, np.float64)
+            makespan = kernels.run_packed(problem.meta, problem.ints, problem.floats, assignment, times)
             if makespan >= 0.0:
                 if assignment.dtype.num != _INT32_NUM:
                     assignment = assignment.astype(np.int32)
-                return Trace._from_times(makespan, times, last[3], assignment, last[8], last[9], last[10])
+                return Trace.from_kernel_times(
+                    makespan, times, problem.n_ops, assignment, problem.n_devices, problem.time_unit,
+                    problem.time_divisor,
+                )
         # A cache miss: check the objects, then cache their problem for the calls that follow.
         if isinstance(graph, DataflowGraph) and isinstance(config, SimConfig):
             low, high = kernels.value_range(assignment)
@@ -73,23 +79,17 @@ def simulate(
                 topo_devices = topology.n_devices if isinstance(topology, Topology) else 0
                 ok = low >= 0 and high < topo_devices
             if ok:
-                ctx = _context(graph, topology, topo_devices, config)
+                problem = _packed(graph, topology, topo_devices, config)
                 if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
-                    if len(_LAST) >= 64:
-                        _LAST.clear()
-                    n, n_times, meta, ints, floats, time_unit = ctx
-                    if topology is None:  # the device count came from this assignment: later ones must match
-                        meta = meta.copy()
-                        meta[kernels.M_EXACT_DEVICES] = 1
-                        meta.setflags(write=False)
-                    _LAST[(id(graph), id(topology), id(config))] = (
-                        graph, topology, config, n, n_times, meta, ints, floats, topo_devices, time_unit,
-                        config.time_divisor,
-                    )
-                if assignment.shape[0] == ctx[0] > 0:
+                    if len(_FAST) >= 64:
+                        _FAST.clear()
+                    # topology=None: the device count came from this assignment, later ones must match
+                    fast = problem if topology is not None else problem.with_exact_devices()
+                    _FAST[(id(graph), id(topology), id(config))] = CacheEntry(graph, topology, config, fast)
+                if assignment.shape[0] == problem.n_ops > 0:
                     if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
                         assignment = assignment.astype(np.int32)
-                    return _run_single(ctx, graph, assignment, topology, topo_devices, priorities, config)
+                    return _run_single(problem, graph, assignment, topology, priorities, config)
     _check_graph(graph)
     _check_config(config)
     if np.ndim(assignment) != 1:
@@ -99,62 +99,73 @@ def simulate(
         )
     assign = as_device_ids(graph, assignment, "assignment")
     topo_devices = device_count(topology, assign)
-    ctx = _context(graph, topology, topo_devices, config)
-    return _run_single(ctx, graph, assign, topology, topo_devices, priorities, config)
+    problem = _packed(graph, topology, topo_devices, config)
+    return _run_single(problem, graph, assign, topology, priorities, config)
 
 
 def _run_single(
-    ctx: tuple, graph: DataflowGraph, assign: np.ndarray, topology: Topology | None, topo_devices: int,
+    problem: PackedProblem, graph: DataflowGraph, assign: np.ndarray, topology: Topology | None,
     priorities: object | None, config: SimConfig,
 ) -> Trace:
     """Simulate a checked ``(n,) int32`` assignment; returns a :class:`Trace` over one times buffer."""
-    n, n_times, meta, ints, floats, time_unit = ctx
+    meta, floats, n = problem.meta, problem.floats, problem.n_ops
     teccl = config.multicast == "teccl"
     if teccl or config.queue_order == "priority" or config.has_jitter:
         floats = floats.copy()  # this call's rows replace the packed defaults
         if config.queue_order == "priority":
-            o = meta[kernels.M_PRIO]
+            o = meta[Meta.PRIORITY_ROW]
             floats[o : o + n] = _check_priorities(graph, priorities, config, n_rows=1)[0]
-        comp_factor, edge_factor = _jitter(graph, config, rows=1)
+        comp_factor, edge_factor = jitter_factors(graph, config, rows=1)
         if config.has_jitter:
-            o = meta[kernels.M_COMP_FACTOR]
+            o = meta[Meta.COMP_FACTOR_ROW]
             floats[o : o + n] = comp_factor[0]
-        o = meta[kernels.M_EDGE_FACTOR]
+        o = meta[Meta.EDGE_FACTOR_ROW]
         if teccl:  # the edge row holds this assignment's multicast times, jitter included
-            floats[o : o + n_times // 2 - n] = _multicast_times(graph, assign[None, :], topology, topo_devices,
-                                                                config)[0] * edge_factor[0]
+            floats[o : o + graph.n_edges] = _multicast_times(
+                graph, assign[None, :], topology, problem.n_devices, config
+            )[0] * edge_factor[0]
         elif config.has_jitter:
-            floats[o : o + n_times // 2 - n] = edge_factor[0]
-    times = np.empty(n_times, np.float64)
-    makespan = kernels.run_packed(meta, ints, floats, assign, times)
-    return Trace._from_times(makespan, times, n, assign, topo_devices, time_unit, config.time_divisor)
+            floats[o : o + graph.n_edges] = edge_factor[0]
+    times = np.empty(problem.n_times, np.float64)
+    makespan = kernels.run_packed(meta, problem.ints, floats, assign, times)
+    return Trace.from_kernel_times(
+        makespan, times, n, assign, problem.n_devices, problem.time_unit, problem.time_divisor
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CacheEntry:
+    """A packed problem cached by the identities of the objects it was packed from.
+
+    The entry holds the objects themselves, so that their ids stay theirs while it is cached; a
+    lookup by ``id`` checks them with ``is``.
+    """
+
+    graph: DataflowGraph
+    topology: Topology | None
+    config: SimConfig
+    problem: PackedProblem
 
 
 _FAST_NUMS = (np.dtype(np.int64).num, np.dtype(np.int32).num)
 _INT32_NUM = np.dtype(np.int32).num
-_LAST_CALL: list = [None]  # the _LAST entry of the most recent fast call
-_CONTEXTS: dict = {}
-_LAST: dict = {}  # (id(graph), id(topology), id(config)) -> the objects, then the problem simulate used last
+_FAST: dict = {}  # (id(graph), id(topology), id(config)) -> CacheEntry: simulate's one-call path
+_LAST_CALL: list = [None]  # the _FAST entry of the most recent fast call
+_PACKED: dict = {}  # (id(graph), id(topology), n_devices, id(config)) -> CacheEntry
 
 
-def _context(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:
-    """Packed problem and default per-op rows of one ``(graph, topology, n_devices, config)``.
-
-    Cached by object identity (the entry keeps the objects alive, so their ids stay theirs);
-    :func:`~doppler_gym.sim.packing.pack` behind it caches by value. Returns ``(n_ops,
-    2 n_ops + 2 n_edges, meta, ints, floats, time unit)``.
-    """
+def _packed(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> PackedProblem:
+    """:func:`~doppler_gym.sim.packing.pack`, cached by object identity first (a dict lookup and
+    three ``is`` checks, cheaper than hashing the objects by value as ``pack``'s cache does)."""
     key = (id(graph), id(topology), n_devices, id(config))
-    entry = _CONTEXTS.get(key)
-    if entry is not None and entry[0] is graph and entry[1] is topology and entry[2] is config:
-        return entry[3]
-    meta, ints, floats = pack(graph, topology, n_devices, config)
-    n = graph.n_ops
-    ctx = (n, 2 * n + 2 * graph.n_edges, meta, ints, floats, config.time_unit)
-    if len(_CONTEXTS) >= 64:
-        _CONTEXTS.clear()
-    _CONTEXTS[key] = (graph, topology, config, ctx)
-    return ctx
+    entry = _PACKED.get(key)
+    if entry is not None and entry.graph is graph and entry.topology is topology and entry.config is config:
+        return entry.problem
+    problem = pack(graph, topology, n_devices, config)
+    if len(_PACKED) >= 64:
+        _PACKED.clear()
+    _PACKED[key] = CacheEntry(graph, topology, config, problem)
+    return problem
 
 
 def simulate_batch(
@@ -185,15 +196,15 @@ def simulate_batch(
         )
     assign = as_device_ids(graph, arr, "assignments")
     topo_devices = device_count(topology, assign)
-    meta, ints, floats = pack(graph, topology, topo_devices, config)
+    problem = pack(graph, topology, topo_devices, config)
     prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
-    comp_factor, edge_factor = _jitter(graph, config, rows=assign.shape[0])
+    comp_factor, edge_factor = jitter_factors(graph, config, rows=assign.shape[0])
     if config.multicast == "teccl":  # per-row multicast times (jitter included) replace the factors
         edge_factor = _multicast_times(graph, assign, topology, topo_devices, config) * edge_factor
         comp_factor = np.ascontiguousarray(np.broadcast_to(comp_factor, (assign.shape[0], graph.n_ops)))
     out = np.empty(assign.shape[0], np.float64)
     threads = _torch_threads()
-    kernels.run_many(meta, ints, floats, prio, comp_factor, edge_factor, assign, out)
+    kernels.run_many(problem.meta, problem.ints, problem.floats, prio, comp_factor, edge_factor, assign, out)
     if threads is not None:
         _restore_torch_threads(threads)
     return out
@@ -274,8 +285,14 @@ def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfi
     return np.ascontiguousarray(arr)
 
 
-def _jitter(graph: DataflowGraph, config: SimConfig, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean-one lognormal factors ``(rows, n_ops)`` and ``(rows, n_edges)`` (ones without jitter)."""
+def jitter_factors(graph: DataflowGraph, config: SimConfig, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The jitter multipliers of compute and transfer times that :func:`simulate_batch` uses for ``rows`` assignments.
+
+    Returns mean-one lognormal factors ``(rows, n_ops) float64`` and ``(rows, n_edges) float64``
+    (sigmas ``config.compute_jitter`` and ``config.transfer_jitter``), drawn from ``config.seed``:
+    row ``b`` serves assignment ``b``; :func:`simulate` uses row 0 of ``rows=1``. Without jitter,
+    one read-only row of ones each.
+    """
     if not config.has_jitter:
         return _unit_factors(graph)
     rng = np.random.default_rng(config.seed)

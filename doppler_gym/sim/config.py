@@ -124,8 +124,9 @@ class SimConfig:
         if self.multicast == "teccl":
             if self.cost_model != "topology":
                 raise ValueError(f"SimConfig(multicast='teccl') needs cost_model='topology', got "
-                                 f"cost_model={self.cost_model!r}: raw costs (the paper's files, SimConfig.reference()) "
-                                 f"have no topology to schedule a multicast on; use multicast='p2p' there")
+                                 f"cost_model={self.cost_model!r}: raw costs (the paper's files, "
+                                 f"SimConfig.reference()) have no topology to schedule a multicast on; "
+                                 f"use multicast='p2p' there")
             if self.link_model != "ideal":
                 raise ValueError(f"SimConfig(multicast='teccl') needs link_model='ideal', got "
                                  f"link_model={self.link_model!r}: multicasts are timed in isolation and cannot "
@@ -151,4 +152,6 @@ class SimConfig:
         """Unit of reported times: ``"s"``, ``"paper"`` (raw / 1e10) or ``"cost"`` (raw costs)."""
         if self.cost_model == "topology":
             return "s" if self.time_divisor == 1.0 else f"s/{self.time_divisor:g}"
-        return "paper" if self.time_divisor == 1e10 else ("cost" if self.time_divisor == 1.0 else f"cost/{self.time_divisor:g}")
+        if self.time_divisor == 1e10:
+            return "paper"
+        return "cost" if self.time_divisor == 1.0 else f"cost/{self.time_divisor:g}"

@@ -1,6 +1,6 @@
 """Gantt chart of a :class:`~doppler_gym.sim.trace.Trace`: one row per device, one bar per op.
 
-Drawing only; matplotlib is imported inside :func:`plot_gantt` and used through its Agg canvas
+Drawing only; matplotlib is imported inside :func:`gantt_figure` and used through its Agg canvas
 (no pyplot, so the caller's matplotlib backend is left alone).
 """
 
@@ -43,7 +43,7 @@ def plot_gantt(
         lower_bound: a makespan lower bound to mark, in ``trace.time_unit``.
         dpi: resolution of raster output.
     """
-    fig = _gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
+    fig = gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
 
@@ -60,13 +60,17 @@ def gantt_rgb_array(
     Ops whose ``start``/``end`` are NaN are not drawn (a partial schedule). Arguments as in
     :func:`plot_gantt`; ``dpi`` sets the image size (the figure is 12 inches wide).
     """
-    fig = _gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
+    fig = gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
     fig.canvas.draw()
     return np.array(fig.canvas.buffer_rgba(), dtype=np.uint8)[:, :, :3]
 
 
-def _gantt_figure(trace: Trace, graph: DataflowGraph, title: str | None, lower_bound: float | None, dpi: int):  # noqa: ANN202
-    """The matplotlib ``Figure`` (on an Agg canvas) behind :func:`plot_gantt`."""
+def gantt_figure(
+    trace: Trace, graph: DataflowGraph, title: str | None = None, lower_bound: float | None = None, dpi: int = 120
+):
+    """The chart of :func:`plot_gantt` as a matplotlib ``Figure`` on an Agg canvas (no pyplot), to
+    save, draw or inspect (its first axes hold the bars, lines and legend). Arguments as in
+    :func:`plot_gantt`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
@@ -134,7 +138,8 @@ def _gantt_figure(trace: Trace, graph: DataflowGraph, title: str | None, lower_b
     ax.grid(axis="x", linestyle=":", linewidth=0.5, zorder=0)
     head = title if title is not None else graph.name
     short = {"paper": " paper units", "cost": " cost units"}.get(trace.time_unit, f" {trace.time_unit}")
-    ax.set_title(f"{head}\nmakespan {trace.makespan:.4g}{short}, {graph.n_ops} ops, {moved.size} transfers", fontsize=10)
+    ax.set_title(f"{head}\nmakespan {trace.makespan:.4g}{short}, {graph.n_ops} ops, {moved.size} transfers",
+                 fontsize=10)
     if legend:
         ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     return fig
@@ -147,7 +152,7 @@ def _palette(n: int) -> list[tuple[float, float, float, float]]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _line_handle(label: str, color: str = "0.35", linestyle: str = "-", linewidth: float = 1):  # noqa: ANN202
+def _line_handle(label: str, color: str = "0.35", linestyle: str = "-", linewidth: float = 1):
     from matplotlib.lines import Line2D
 
     return Line2D([], [], color=color, linestyle=linestyle, linewidth=linewidth, label=label)

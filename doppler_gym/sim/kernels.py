@@ -44,7 +44,9 @@ inside) and leave times undivided for :class:`~doppler_gym.sim.trace.Trace` to d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from enum import IntEnum
 from pathlib import Path
 
 import numpy as np
@@ -65,17 +67,49 @@ ARRIVED_GROUP = 7  # all transfers of one producer that arrive at the same time 
 WAVE = np.int64(1) << 31  # heap-key stride per virtual FIFO position
 FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a stride
 
-# Layout of the packed problem (see doppler_gym.sim.packing).
-M_N, M_E, M_D, M_STREAMS, M_LINK_FIFO, M_PRIORITY = 0, 1, 2, 3, 4, 5
-M_SUCC_PTR, M_SUCC_EDGE, M_SRC, M_DST, M_INDEG, M_ROUTE_PTR, M_ROUTE_LINK, M_MAX_HOPS = 6, 7, 8, 9, 10, 11, 12, 13
-M_COMP, M_SIZE, M_INV_SPEED, M_LAT, M_BW, M_PAIR_LAT, M_PAIR_INV_BW, M_DIV = 14, 15, 16, 17, 18, 19, 20, 21
-M_PRIO, M_COMP_FACTOR, M_EDGE_FACTOR = 22, 23, 24  # per-op rows of run_packed (zeros, ones, ones)
-M_EXACT_DEVICES = 25  # run_packed: 1 = the assignment must use device M_D - 1 (topology=None)
-M_EDGE_TIMES = 26  # 1 = edge_factor holds each edge's transfer time, same-device ones too (teccl)
-M_SUCC_DST = 27  # consumer of each CSR out-edge slot (the list kernel's successor array)
-M_LIST = 28  # 1 = the list kernel applies: one stream, FIFO queues, ideal p2p links, every op with work
-M_PLAIN = 29  # 1 = no jitter and one latency and 1/bandwidth for every pair of distinct devices
-META_LEN = 30
+
+class Meta(IntEnum):
+    """Slots of a packed problem's ``meta`` array, ``(len(Meta),) int64``: sizes and flags, then
+    the offset of each array packed into ``ints`` (int32) and ``floats`` (float64).
+
+    :func:`doppler_gym.sim.packing.pack` writes them; the kernels read them (Numba folds a member
+    to its value: ``meta[Meta.N_OPS]`` compiles as ``meta[0]``). Shapes: ``n`` ops, ``E`` edges,
+    ``D`` devices, pairs ``a * D + b`` of devices, ``H`` links over all routes.
+    """
+
+    # sizes and flags (a flag is 0 or 1)
+    N_OPS = 0
+    N_EDGES = 1
+    N_DEVICES = 2
+    STREAMS = 3  # ops a device runs at once
+    MAX_HOPS = 4  # links on the longest route
+    LINK_FIFO = 5  # link_model "fifo": each link carries one transfer at a time, hop by hop
+    PRIORITY_QUEUES = 6  # queue_order "priority": device queues ordered by the PRIORITY_ROW
+    EDGE_TIMES = 7  # the EDGE_FACTOR_ROW holds each edge's transfer time, same-device ones too (teccl)
+    LIST_KERNEL = 8  # the list kernel applies: one stream, FIFO queues, ideal p2p links, every op with work
+    PLAIN = 9  # no jitter, and one latency and one 1/bandwidth for every pair of distinct devices
+    EXACT_DEVICES = 10  # run_packed: the assignment must use device N_DEVICES - 1 (topology=None)
+    # offsets into ints
+    SUCC_PTR = 11  # (n+1,) CSR out-edges by producer (SimPy's transfer order)
+    SUCC_DST = 12  # (E,) consumer of each CSR slot
+    SUCC_EDGE = 13  # (E,) edge id of each CSR slot
+    SRC = 14  # (E,) producer of each edge
+    DST = 15  # (E,) consumer of each edge
+    IN_DEGREE = 16  # (n,) inputs of each op
+    ROUTE_PTR = 17  # (D*D+1,) CSR routes by device pair
+    ROUTE_LINK = 18  # (H,) links of each route, in order (link a -> b is a * D + b)
+    # offsets into floats
+    COMP = 19  # (n,) work of each op [FLOP, or time units with raw costs]
+    SIZE = 20  # (n,) output size of each op [B, or time units with raw costs]
+    INV_SPEED = 21  # (D,) 1 / device speed [s/FLOP]
+    LATENCY = 22  # (D*D,) link latency [s]
+    BANDWIDTH = 23  # (D*D,) link bandwidth [B/s] (inf where there is no link)
+    PAIR_LATENCY = 24  # (D*D,) summed hop latencies of the route [s]
+    PAIR_INV_BW = 25  # (D*D,) summed 1 / bandwidth of the route [s/B]
+    DIVISOR = 26  # (1,) time divisor: internal units per reported unit
+    PRIORITY_ROW = 27  # (n,) run_packed's device-queue priorities (zeros by default)
+    COMP_FACTOR_ROW = 28  # (n,) run_packed's compute-time multipliers (ones by default)
+    EDGE_FACTOR_ROW = 29  # (E,) run_packed's transfer-time multipliers (ones), or times with EDGE_TIMES
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -172,9 +206,9 @@ def alloc_workspace(meta):
     Two allocations (one 8-byte, one 4-byte buffer) carved into views: an allocation costs
     about as much as simulating a few ops of a paper graph.
     """
-    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     n_links = n_dev * n_dev
-    hops = meta[M_MAX_HOPS]
+    hops = meta[Meta.MAX_HOPS]
     n_fifo = 4 * n + (2 + hops) * n_edges + 1
     n_heap = n + n_edges + 1
     n_lq = max(1, n_edges * hops)
@@ -218,16 +252,16 @@ def _segment(values, meta, slot, length):
 def problem_arrays(meta, ints, floats):
     """The packed problem's graph, op and device-pair arrays, in the order of the first arguments of
     :func:`~doppler_gym.sim.list_kernel.run_list` (:func:`run` reads them too)."""
-    n, n_edges, n_pairs = meta[M_N], meta[M_E], meta[M_D] * meta[M_D]
-    succ_ptr = _segment(ints, meta, M_SUCC_PTR, n + 1)
-    succ_dst = _segment(ints, meta, M_SUCC_DST, n_edges)
-    succ_edge = _segment(ints, meta, M_SUCC_EDGE, n_edges)
-    in_degree = _segment(ints, meta, M_INDEG, n)
-    comp = _segment(floats, meta, M_COMP, n)
-    size = _segment(floats, meta, M_SIZE, n)
-    inv_speed = _segment(floats, meta, M_INV_SPEED, meta[M_D])
-    pair_latency = _segment(floats, meta, M_PAIR_LAT, n_pairs)
-    pair_inv_bw = _segment(floats, meta, M_PAIR_INV_BW, n_pairs)
+    n, n_edges, n_pairs = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES] * meta[Meta.N_DEVICES]
+    succ_ptr = _segment(ints, meta, Meta.SUCC_PTR, n + 1)
+    succ_dst = _segment(ints, meta, Meta.SUCC_DST, n_edges)
+    succ_edge = _segment(ints, meta, Meta.SUCC_EDGE, n_edges)
+    in_degree = _segment(ints, meta, Meta.IN_DEGREE, n)
+    comp = _segment(floats, meta, Meta.COMP, n)
+    size = _segment(floats, meta, Meta.SIZE, n)
+    inv_speed = _segment(floats, meta, Meta.INV_SPEED, meta[Meta.N_DEVICES])
+    pair_latency = _segment(floats, meta, Meta.PAIR_LATENCY, n_pairs)
+    pair_inv_bw = _segment(floats, meta, Meta.PAIR_INV_BW, n_pairs)
     return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
 
 
@@ -237,12 +271,12 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     """Simulate one assignment of a packed problem.
 
     Args:
-        meta: ``(META_LEN,) int64`` sizes, flags and offsets into ``ints``/``floats``.
+        meta: ``(len(Meta),) int64`` sizes, flags and offsets into ``ints``/``floats``.
         ints: ``int32`` CSR out-edges, edge endpoints, in-degrees, route tables.
         floats: ``float64`` op costs, output sizes, device speeds, link latency/bandwidth.
         priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode).
         comp_factor: ``(n,) float64`` multipliers of compute times (jitter; ones without).
-        edge_factor: ``(E,) float64`` multipliers of transfer times; with ``meta[M_EDGE_TIMES]``
+        edge_factor: ``(E,) float64`` multipliers of transfer times; with ``meta[Meta.EDGE_TIMES]``
             the transfer time of each edge itself (internal units, jitter included), read in place
             of the route tables (ideal links only); in that mode a same-device edge with a positive
             time waits for it too (a collective op's output, :mod:`doppler_gym.sim.multicast`).
@@ -255,21 +289,21 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     Returns:
         The makespan (largest op end), divided by the time divisor.
     """
-    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     n_links = n_dev * n_dev
-    link_fifo = meta[M_LINK_FIFO] != 0
-    given_times = meta[M_EDGE_TIMES] != 0
-    use_priority = meta[M_PRIORITY] != 0
+    link_fifo = meta[Meta.LINK_FIFO] != 0
+    given_times = meta[Meta.EDGE_TIMES] != 0
+    use_priority = meta[Meta.PRIORITY_QUEUES] != 0
     succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
         meta, ints, floats
     )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
-    edge_src = _segment(ints, meta, M_SRC, n_edges)
-    edge_dst = _segment(ints, meta, M_DST, n_edges)
-    route_ptr = _segment(ints, meta, M_ROUTE_PTR, n_links + 1)
-    route_link = ints[meta[M_ROUTE_LINK] :]
-    link_latency = _segment(floats, meta, M_LAT, n_links)
-    link_bandwidth = _segment(floats, meta, M_BW, n_links)
-    divisor = floats[meta[M_DIV]]
+    edge_src = _segment(ints, meta, Meta.SRC, n_edges)
+    edge_dst = _segment(ints, meta, Meta.DST, n_edges)
+    route_ptr = _segment(ints, meta, Meta.ROUTE_PTR, n_links + 1)
+    route_link = ints[meta[Meta.ROUTE_LINK] :]
+    link_latency = _segment(floats, meta, Meta.LATENCY, n_links)
+    link_bandwidth = _segment(floats, meta, Meta.BANDWIDTH, n_links)
+    divisor = floats[meta[Meta.DIVISOR]]
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
     start = times[0:n]
@@ -291,7 +325,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         acc += q_len[d]
         q_len[d] = 0
         q_head[d] = 0
-        free_streams[d] = meta[M_STREAMS]
+        free_streams[d] = meta[Meta.STREAMS]
 
     # Link queues (fifo link model): each transfer waits at most once per hop of its route.
     l_base = link_i32[0 : n_links + 1]
@@ -418,7 +452,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         kind = code & 7
         idx = (code >> 3) & 0x1FFFFFFF
 
-        if kind == INPUTS_READY or kind == RELEASE_FINISH:
+        if kind == INPUTS_READY or kind == RELEASE_FINISH:  # noqa: SIM109  (two integer compares in Numba)
             if kind == INPUTS_READY:
                 d = assignment[U(idx)]
                 if use_priority:
@@ -473,7 +507,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                                 l_tail[U(ln)] += 1
                             else:
                                 l_busy[U(ln)] = 1
-                                t = now + (link_latency[U(ln)] + size[U(idx)] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
+                                hop = link_latency[U(ln)] + size[U(idx)] / link_bandwidth[U(ln)]
+                                t = now + hop * edge_factor[U(e)]
                                 h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
                                 h_key[U(h_size)] = push_key + j
                                 h_code[U(h_size)] = (e << 3) | HOP_DONE
@@ -580,7 +615,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     l_tail[U(ln)] += 1
                 else:
                     l_busy[U(ln)] = 1
-                    t = now + (link_latency[U(ln)] + size[U(edge_src[U(e)])] / link_bandwidth[U(ln)]) * edge_factor[U(e)]
+                    hop = link_latency[U(ln)] + size[U(edge_src[U(e)])] / link_bandwidth[U(ln)]
+                    t = now + hop * edge_factor[U(e)]
                     h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
                     h_key[U(h_size)] = push_key
                     h_code[U(h_size)] = (e << 3) | HOP_DONE
@@ -604,29 +640,29 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 @njit(cache=True)
 def run_packed(meta, ints, floats, assignment, times):
     """One assignment of a packed problem on a fresh workspace, the per-op rows taken from ``floats``
-    (offsets ``meta[M_PRIO]``, ``meta[M_COMP_FACTOR]``, ``meta[M_EDGE_FACTOR]``): five arguments,
+    (``Meta.PRIORITY_ROW``, ``Meta.COMP_FACTOR_ROW``, ``Meta.EDGE_FACTOR_ROW``): five arguments,
     since Numba's dispatch costs about as much per argument as simulating an op. Runs the list
-    kernel where ``meta[M_LIST]`` allows it (the event loop :func:`run` when an op's duration
-    rounds to zero there), else :func:`run`. ``times`` stay in internal units
+    kernel where ``meta[Meta.LIST_KERNEL]`` allows it (the event loop :func:`run` when an op's
+    duration rounds to zero there), else :func:`run`. ``times`` stay in internal units
     (:class:`~doppler_gym.sim.trace.Trace` divides them when first read); the returned makespan
-    is divided. ``assignment`` (int32 or int64) is checked
-    first: ``-1.0`` is returned, nothing simulated, when a device lies outside ``[0, M_D)`` (or,
-    with ``meta[M_EXACT_DEVICES]``, when device ``M_D - 1`` is unused)."""
-    n, n_edges, n_dev = meta[M_N], meta[M_E], meta[M_D]
+    is divided. ``assignment`` (int32 or int64) is checked first: ``-1.0`` is returned, nothing
+    simulated, when a device lies outside ``[0, D)`` (or, with ``meta[Meta.EXACT_DEVICES]``, when
+    device ``D - 1`` is unused)."""
+    n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     low, high = value_range(assignment)
-    if low < 0 or high >= n_dev or (meta[M_EXACT_DEVICES] != 0 and high + 1 != n_dev):
+    if low < 0 or high >= n_dev or (meta[Meta.EXACT_DEVICES] != 0 and high + 1 != n_dev):
         return -1.0  # not this problem's devices: the caller checks and reports
-    comp_factor = _segment(floats, meta, M_COMP_FACTOR, n)
-    edge_factor = _segment(floats, meta, M_EDGE_FACTOR, n_edges)
-    if meta[M_LIST] != 0:
+    comp_factor = _segment(floats, meta, Meta.COMP_FACTOR_ROW, n)
+    edge_factor = _segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges)
+    if meta[Meta.LIST_KERNEL] != 0:
         makespan = run_list(
-            *problem_arrays(meta, ints, floats), comp_factor, edge_factor, meta[M_PLAIN] != 0, assignment, n_dev,
+            *problem_arrays(meta, ints, floats), comp_factor, edge_factor, meta[Meta.PLAIN] != 0, assignment, n_dev,
             times[0:n], times[n : 2 * n], times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :],
             alloc_list_workspace(n, n_dev),
         )
         if makespan >= 0.0:
-            return makespan / floats[meta[M_DIV]]
-    priority = _segment(floats, meta, M_PRIO, n)
+            return makespan / floats[meta[Meta.DIVISOR]]
+    priority = _segment(floats, meta, Meta.PRIORITY_ROW, n)
     return run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, alloc_workspace(meta))
 
 
@@ -636,15 +672,15 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
 
     ``priority`` is ``(P, n)`` and the factors ``(J, n)``/``(J, E)`` with ``P, J`` in ``{1, B}``:
     row ``b % P`` serves assignment ``b``. Fills ``makespans`` ``(B,)``. Uses the list kernel
-    where ``meta[M_LIST]`` allows it, as :func:`run_packed` does.
+    where ``meta[Meta.LIST_KERNEL]`` allows it, as :func:`run_packed` does.
     """
     n_batch = assignments.shape[0]
     n_chunks = min(n_batch, 64)
-    n, n_dev = meta[M_N], meta[M_D]
-    n_times = 2 * n + 2 * meta[M_E]
-    use_list = meta[M_LIST] != 0
-    plain = meta[M_PLAIN] != 0
-    divisor = floats[meta[M_DIV]]
+    n, n_dev = meta[Meta.N_OPS], meta[Meta.N_DEVICES]
+    n_times = 2 * n + 2 * meta[Meta.N_EDGES]
+    use_list = meta[Meta.LIST_KERNEL] != 0
+    plain = meta[Meta.PLAIN] != 0
+    divisor = floats[meta[Meta.DIVISOR]]
     for c in prange(n_chunks):
         problem = problem_arrays(meta, ints, floats)
         list_ws = alloc_list_workspace(n if use_list else 0, n_dev)
@@ -668,27 +704,34 @@ def run_many(meta, ints, floats, priority, comp_factor, edge_factor, assignments
                 )
 
 
-def _flush_cache_if_list_kernel_changed() -> None:
-    """Numba checks a cached function against its own file only, and :func:`run_packed` and
-    :func:`run_many` compile :func:`~doppler_gym.sim.list_kernel.run_list` (another file) into
-    themselves: after an edit of ``list_kernel.py`` they would run the old list kernel. A digest
-    of that file, kept beside the cache, flushes their cache when it changes."""
-    caches = [getattr(dispatcher, "_cache", None) for dispatcher in (run_packed, run_many)]
-    if any(cache is None for cache in caches):  # NUMBA_DISABLE_JIT: plain Python, nothing cached
+LIST_KERNEL_DIGEST_FILE = "kernels.list_kernel.sha256"  # beside the Numba cache of this module
+
+
+def list_kernel_digest_path() -> Path | None:
+    """Where :func:`refresh_stale_cache` keeps the digest of ``list_kernel.py`` (``None`` when Numba's
+    JIT is disabled: nothing is cached)."""
+    stats = getattr(run_packed, "stats", None)  # a Numba dispatcher's public compile statistics
+    return None if stats is None else Path(stats.cache_path) / LIST_KERNEL_DIGEST_FILE
+
+
+def refresh_stale_cache() -> None:
+    """Drop the cached machine code of :func:`run_packed` and :func:`run_many` when ``list_kernel.py`` changed.
+
+    Numba checks a cached function against its own source file only, and these two compile
+    :func:`~doppler_gym.sim.list_kernel.run_list` (another file) into themselves: after an edit of
+    ``list_kernel.py`` they would run the old list kernel. A digest of that file, kept beside the
+    cache, tells; on a change each is recompiled through Numba's ``Dispatcher.recompile`` (with no
+    signature compiled yet in this process, that only empties its cache). Call it before either
+    runs: :mod:`doppler_gym.sim` does, once, when it is imported.
+    """
+    marker = list_kernel_digest_path()
+    if marker is None:
         return
     digest = hashlib.sha256(Path(list_kernel.__file__).read_bytes()).hexdigest()
-    marker = Path(caches[0].cache_path) / "kernels.list_kernel.sha256"
-    try:
+    with contextlib.suppress(OSError):
         if marker.read_text() == digest:
             return
-    except OSError:
-        pass
-    for cache in caches:
-        cache.flush()
-    try:
+    for dispatcher in (run_packed, run_many):
+        dispatcher.recompile()
+    with contextlib.suppress(OSError):  # a read-only cache directory holds no cache to go stale
         marker.write_text(digest)
-    except OSError:
-        pass  # a read-only cache directory holds no cache to go stale
-
-
-_flush_cache_if_list_kernel_changed()

@@ -34,9 +34,9 @@ Hence these orders, all lexicographic, each used only between events of the same
   queue's order.
 
 ``tests/doppler_gym/sim/test_reference_parity.py`` checks this against SimPy itself and
-``test_list_kernel.py`` against the event kernel, ties included. Ops of zero compute time break the argument above (an op could
-become ready at the instant it was requested); :func:`doppler_gym.sim.packing.pack` sends those
-graphs to the event kernel.
+``test_list_kernel.py`` against the event kernel, ties included. Ops of zero compute time break the
+argument above (an op could become ready at the instant it was requested);
+:func:`doppler_gym.sim.packing.pack` sends those graphs to the event kernel.
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
-"""Pack a (graph, topology, config) triple into the three flat arrays the kernels read.
+"""Pack a (graph, topology, config) triple into the :class:`PackedProblem` the kernels read.
 
 Numba's dispatch costs ~0.1-0.3 us per array argument, so the kernels take one ``int64`` meta array of
-sizes, flags and offsets, one ``int32`` array and one ``float64`` array (layout:
-``doppler_gym.sim.kernels.M_*``; ``floats`` ends with the default per-op rows of
-``run_packed``: zero priorities, unit jitter factors). Packing is cached per graph, device tables and config.
+sizes, flags and offsets (slots: :class:`doppler_gym.sim.kernels.Meta`), one ``int32`` array and one
+``float64`` array; ``floats`` ends with the default per-op rows of ``run_packed`` (zero priorities,
+unit jitter factors). Packing is cached per graph, device tables and config.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels as K
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.kernels import Meta
 from doppler_gym.topology.types import Topology
 
 
@@ -69,50 +70,87 @@ def list_kernel_applies(graph: DataflowGraph, config: SimConfig) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PackedProblem:
+    """One ``(graph, topology, device count, config)`` as the kernels read it: three flat read-only arrays
+    (three arguments: Numba's dispatch costs ~0.1-0.3 us per array argument) and the sizes callers need.
+
+    Attributes:
+        meta: ``(len(Meta),) int64`` sizes, flags and offsets; slot names in :class:`~doppler_gym.sim.kernels.Meta`.
+        ints: ``int32`` CSR out-edges, edge endpoints, in-degrees, route tables.
+        floats: ``float64`` op costs, output sizes, device and link tables, the time divisor, then the
+            default per-op rows of :func:`~doppler_gym.sim.kernels.run_packed` (zero priorities, unit
+            jitter factors).
+        n_ops: ops of the graph.
+        n_times: ``2 n_ops + 2 n_edges``: length of the kernels' ``times`` buffer.
+        n_devices: devices the assignment may use.
+        time_unit: the unit of the reported times (``config.time_unit``).
+        time_divisor: internal time units per reported unit (``config.time_divisor``).
+    """
+
+    meta: np.ndarray
+    ints: np.ndarray
+    floats: np.ndarray
+    n_ops: int
+    n_times: int
+    n_devices: int
+    time_unit: str
+    time_divisor: float
+
+    def with_exact_devices(self) -> PackedProblem:
+        """This problem, for assignments that must use device ``n_devices - 1`` (``meta[Meta.EXACT_DEVICES]``:
+        :func:`~doppler_gym.sim.kernels.run_packed` rejects others, as when ``topology=None`` took
+        the device count from an assignment)."""
+        meta = self.meta.copy()
+        meta[Meta.EXACT_DEVICES] = 1
+        meta.setflags(write=False)
+        return replace(self, meta=meta)
+
+
 @lru_cache(maxsize=64)
-def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> tuple:
-    """``(meta, ints, floats)`` for :func:`doppler_gym.sim.kernels.run`; read-only, cached."""
+def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> PackedProblem:
+    """The :class:`PackedProblem` of the kernels (:mod:`doppler_gym.sim.kernels`); read-only, cached by value."""
     topo_key = None if config.cost_model == "raw" else topology
     inv_speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
         topo_key, n_devices, config.cost_model
     )
-    int_parts = [
-        graph.succ_ptr, graph.succ_edge, graph.src, graph.dst, graph.in_degree, route_ptr, route_link,
-        graph.succ,
-    ]
-    float_parts = [
-        graph.flops, graph.out_bytes, inv_speed, latency, bandwidth, pair_latency, pair_inv_bw,
-        np.array([config.time_divisor]),
-        np.zeros(graph.n_ops), np.ones(graph.n_ops), np.ones(graph.n_edges),  # default rows of run_packed
-    ]
-    int_off = np.concatenate([[0], np.cumsum([p.size for p in int_parts])])
-    float_off = np.concatenate([[0], np.cumsum([p.size for p in float_parts])])
-    max_hops = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
-    meta = np.zeros(K.META_LEN, np.int64)
-    meta[K.M_N], meta[K.M_E], meta[K.M_D] = graph.n_ops, graph.n_edges, n_devices
-    meta[K.M_STREAMS] = config.streams
-    meta[K.M_LINK_FIFO] = config.link_model == "fifo"
-    meta[K.M_PRIORITY] = config.queue_order == "priority"
-    meta[K.M_MAX_HOPS] = max_hops
-    meta[K.M_EDGE_TIMES] = config.multicast == "teccl"  # the edge row then holds times: filled per call
-    meta[K.M_LIST] = list_kernel_applies(graph, config)
+    int_parts = {
+        Meta.SUCC_PTR: graph.succ_ptr, Meta.SUCC_EDGE: graph.succ_edge, Meta.SRC: graph.src, Meta.DST: graph.dst,
+        Meta.IN_DEGREE: graph.in_degree, Meta.ROUTE_PTR: route_ptr, Meta.ROUTE_LINK: route_link,
+        Meta.SUCC_DST: graph.succ,
+    }
+    float_parts = {
+        Meta.COMP: graph.flops, Meta.SIZE: graph.out_bytes, Meta.INV_SPEED: inv_speed, Meta.LATENCY: latency,
+        Meta.BANDWIDTH: bandwidth, Meta.PAIR_LATENCY: pair_latency, Meta.PAIR_INV_BW: pair_inv_bw,
+        Meta.DIVISOR: np.array([config.time_divisor]),
+        Meta.PRIORITY_ROW: np.zeros(graph.n_ops),
+        Meta.COMP_FACTOR_ROW: np.ones(graph.n_ops),
+        Meta.EDGE_FACTOR_ROW: np.ones(graph.n_edges),  # under EDGE_TIMES it holds times: filled per call
+    }
     off_diagonal = ~np.eye(n_devices, dtype=bool).reshape(-1)
-    meta[K.M_PLAIN] = not config.has_jitter and all(
+    meta = np.zeros(len(Meta), np.int64)
+    meta[Meta.N_OPS] = graph.n_ops
+    meta[Meta.N_EDGES] = graph.n_edges
+    meta[Meta.N_DEVICES] = n_devices
+    meta[Meta.STREAMS] = config.streams
+    meta[Meta.MAX_HOPS] = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
+    meta[Meta.LINK_FIFO] = config.link_model == "fifo"
+    meta[Meta.PRIORITY_QUEUES] = config.queue_order == "priority"
+    meta[Meta.EDGE_TIMES] = config.multicast == "teccl"
+    meta[Meta.LIST_KERNEL] = list_kernel_applies(graph, config)
+    meta[Meta.PLAIN] = not config.has_jitter and all(
         np.unique(table[off_diagonal]).size <= 1 for table in (pair_latency, pair_inv_bw)
     )
-    for slot, off in zip(
-        (K.M_SUCC_PTR, K.M_SUCC_EDGE, K.M_SRC, K.M_DST, K.M_INDEG, K.M_ROUTE_PTR, K.M_ROUTE_LINK, K.M_SUCC_DST),
-        int_off,
-    ):
-        meta[slot] = off
-    float_slots = (
-        K.M_COMP, K.M_SIZE, K.M_INV_SPEED, K.M_LAT, K.M_BW, K.M_PAIR_LAT, K.M_PAIR_INV_BW, K.M_DIV,
-        K.M_PRIO, K.M_COMP_FACTOR, K.M_EDGE_FACTOR,
-    )
-    for slot, off in zip(float_slots, float_off):
-        meta[slot] = off
-    ints = np.concatenate(int_parts).astype(np.int32)
-    floats = np.concatenate(float_parts).astype(np.float64)
+    for parts in (int_parts, float_parts):
+        offset = 0
+        for slot, part in parts.items():
+            meta[slot] = offset
+            offset += part.size
+    ints = np.concatenate(list(int_parts.values())).astype(np.int32)
+    floats = np.concatenate(list(float_parts.values())).astype(np.float64)
     for arr in (meta, ints, floats):
         arr.setflags(write=False)
-    return meta, ints, floats
+    return PackedProblem(
+        meta=meta, ints=ints, floats=floats, n_ops=graph.n_ops, n_times=2 * graph.n_ops + 2 * graph.n_edges,
+        n_devices=n_devices, time_unit=config.time_unit, time_divisor=config.time_divisor,
+    )

@@ -6,7 +6,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_TIME_FIELDS = ("start", "end", "edge_start", "edge_end")
+
+class _KernelTimes:
+    """The four time fields of a :class:`Trace` made by :meth:`Trace.from_kernel_times`, filled on first read.
+
+    A non-data descriptor: a trace built field by field (``Trace(...)``, ``dataclasses.replace``,
+    a copy) holds the arrays in its ``__dict__``, which Python reads before this. On a trace of
+    :meth:`~Trace.from_kernel_times`, the first read of any of the four divides the kernel's buffer
+    in place, once, and stores the four views, so later reads are plain attribute reads.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trace: Trace | None, owner: type | None = None) -> np.ndarray:
+        if trace is None:  # class access: no default value, the dataclass field stays required
+            raise AttributeError(self.name)
+        fields = trace.__dict__
+        if "_times" not in fields:
+            raise AttributeError(f"{type(trace).__name__!r} object has no attribute {self.name!r}")
+        times, n, divisor = fields["_times"], fields["_n_ops"], fields["_divisor"]
+        if divisor != 1.0:
+            times /= divisor  # IEEE division, element by element: as exact as the kernel's
+        n_edges = (times.shape[0] - 2 * n) // 2
+        fields["start"], fields["end"] = times[:n], times[n : 2 * n]
+        fields["edge_start"], fields["edge_end"] = times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :]
+        return fields[self.name]
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,16 +52,16 @@ class Trace:
     """
 
     makespan: float
-    start: np.ndarray
-    end: np.ndarray
+    start: np.ndarray = _KernelTimes()
+    end: np.ndarray = _KernelTimes()
     assignment: np.ndarray
-    edge_start: np.ndarray
-    edge_end: np.ndarray
+    edge_start: np.ndarray = _KernelTimes()
+    edge_end: np.ndarray = _KernelTimes()
     n_devices: int
     time_unit: str
 
     @classmethod
-    def _from_times(
+    def from_kernel_times(
         cls,
         makespan: float,
         times: np.ndarray,
@@ -46,11 +71,20 @@ class Trace:
         time_unit: str,
         divisor: float = 1.0,
     ) -> Trace:
-        """The simulator's fast constructor: ``times`` is the kernel's ``(2n + 2E,)`` buffer (op
-        start, op end, edge start, edge end) in internal units, ``divisor`` what turns them into
-        ``time_unit``. The four array fields are views of it, made (and divided, in place, once)
-        on first access: a frozen dataclass otherwise pays ~1 us per call to set its fields, and
-        most callers only want the makespan."""
+        """The trace of one kernel run, over the kernel's own buffer (the simulator's constructor).
+
+        Args:
+            makespan: in ``time_unit`` (already divided).
+            times: ``(2 n_ops + 2 n_edges,) float64`` op start, op end, edge start, edge end, in
+                internal units; taken over, not copied (divided in place on first read).
+            n_ops: ops of the graph.
+            assignment, n_devices, time_unit: the fields of the same name.
+            divisor: internal units per ``time_unit``.
+
+        The four time fields are views of ``times``, made (and divided, once) when one of them is
+        first read: a frozen dataclass otherwise pays ~1 us per call to set its fields, and most
+        callers only want the makespan.
+        """
         self = object.__new__(cls)
         fields = self.__dict__  # filled in place: cheaper than replacing it through object.__setattr__
         fields["makespan"] = float(makespan)
@@ -61,19 +95,6 @@ class Trace:
         fields["_n_ops"] = n_ops
         fields["_divisor"] = divisor
         return self
-
-    def __getattr__(self, name: str) -> np.ndarray:
-        # Only reached for attributes missing from __dict__: the lazy views of _from_times.
-        d = self.__dict__
-        if name in _TIME_FIELDS and "_times" in d:
-            times, n = d["_times"], d["_n_ops"]
-            if d["_divisor"] != 1.0:
-                times /= d["_divisor"]  # IEEE division, element by element: as exact as the kernel's
-            n_edges = (times.shape[0] - 2 * n) // 2
-            d["start"], d["end"] = times[:n], times[n : 2 * n]
-            d["edge_start"], d["edge_end"] = times[2 * n : 2 * n + n_edges], times[2 * n + n_edges :]
-            return d[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def device_busy(self) -> np.ndarray:

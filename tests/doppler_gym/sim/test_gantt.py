@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import doppler_gym as dg
-from doppler_gym.sim.gantt import THIN_OP_FRACTION, _gantt_figure, gantt_rgb_array
+from doppler_gym.sim.gantt import THIN_OP_FRACTION, gantt_figure, gantt_rgb_array
 
 RAW = dg.SimConfig(cost_model="raw")
 
@@ -32,7 +32,7 @@ def test_op_shorter_than_the_threshold_is_a_full_height_line_at_its_start():
     g = _chain([10.0, 1e-3, 10.0])  # op 1 lasts 1e-3 / 20 of the makespan, far under the threshold
     trace = dg.simulate(g, np.zeros(3, np.int64), config=RAW)
     assert (trace.end[1] - trace.start[1]) < THIN_OP_FRACTION * trace.makespan
-    fig = _gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
+    fig = gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
     segs = _thin_segments(fig)
     assert len(segs) == 1
     (x0, y0), (x1, y1) = segs[0]
@@ -44,7 +44,7 @@ def test_op_shorter_than_the_threshold_is_a_full_height_line_at_its_start():
 def test_no_lines_or_legend_entry_when_every_op_is_wide_enough():
     g = _chain([10.0, 5.0, 10.0])
     trace = dg.simulate(g, np.array([0, 1, 0]), config=RAW)
-    fig = _gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
+    fig = gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
     assert _thin_segments(fig) == []
     assert not any(label.startswith("op under") for label in _legend_labels(fig))
 
@@ -53,7 +53,7 @@ def test_paper_chainmm_shows_every_op():
     """chainmm's 28 add ops (1e8 of 1e12 cost) would vanish as bars: each must be a bar or a line."""
     g = dg.load_graph("paper/chainmm")
     trace = dg.simulate(g, np.arange(g.n_ops) % 4, config=dg.SimConfig.reference())
-    fig = _gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
+    fig = gantt_figure(trace, g, title=None, lower_bound=None, dpi=50)
     dur = trace.end - trace.start
     wide = int(np.sum(dur >= THIN_OP_FRACTION * trace.makespan))
     bars = [p for p in fig.axes[0].patches if p.get_width() >= THIN_OP_FRACTION * trace.makespan]

@@ -1,4 +1,4 @@
-"""The list kernel (``doppler_gym.sim.list_kernel``) agrees bit for bit with the event loop it replaces.
+"""The list kernel (``doppler_gym.sim.list_kernel``) agrees bit for bit with the event loop, which it stands in for.
 
 ``test_reference_parity.py`` checks ``simulate`` (the list kernel, wherever it applies) against SimPy
 itself; here both kernels run on the same packed problems, so every model the list kernel serves is
@@ -18,6 +18,7 @@ import pytest
 import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels as K
+from doppler_gym.sim.api import jitter_factors
 from doppler_gym.sim.packing import list_kernel_applies, pack
 from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
@@ -28,12 +29,12 @@ def _event_loop(graph, assignment, topology, config, row=0, rows=1):
     """``(makespan, times)`` of the event loop :func:`kernels.run` on ``pack``'s problem, with row
     ``row`` of the jitter factors that ``simulate_batch`` draws for ``rows`` assignments."""
     n_devices = topology.n_devices if topology is not None else int(assignment.max()) + 1
-    meta, ints, floats = pack(graph, topology, n_devices, config)
-    comp_factor, edge_factor = dg.sim.api._jitter(graph, config, rows=rows)
+    problem = pack(graph, topology, n_devices, config)
+    comp_factor, edge_factor = jitter_factors(graph, config, rows=rows)
     times = np.empty(2 * graph.n_ops + 2 * graph.n_edges)
     makespan = K.run(
-        meta, ints, floats, np.zeros(graph.n_ops), comp_factor[row], edge_factor[row],
-        assignment.astype(np.int32), times, K.alloc_workspace(meta),
+        problem.meta, problem.ints, problem.floats, np.zeros(graph.n_ops), comp_factor[row], edge_factor[row],
+        assignment.astype(np.int32), times, K.alloc_workspace(problem.meta),
     )
     return makespan, times
 
@@ -100,7 +101,7 @@ def test_zero_work_ops_use_the_event_loop():
     g = DataflowGraph(src=np.array([0, 1]), dst=np.array([1, 2]), flops=np.array([1.0, 0.0, 1.0]),
                       out_bytes=np.ones(3))
     assert not list_kernel_applies(g, REF)
-    assert pack(g, None, 2, REF)[0][K.M_LIST] == 0
+    assert pack(g, None, 2, REF).meta[K.Meta.LIST_KERNEL] == 0
     a = np.array([0, 1, 0])
     assert dg.simulate(g, a, config=REF).makespan == _event_loop(g, a, None, REF)[0]
 
@@ -153,7 +154,7 @@ def test_the_dispatchers_cache_is_keyed_on_the_list_kernel_source():
 
     from doppler_gym.sim import list_kernel
 
-    marker = Path(K.run_packed._cache.cache_path) / "kernels.list_kernel.sha256"
+    marker = K.list_kernel_digest_path()
     if not os.access(marker.parent, os.W_OK):
         pytest.skip(f"the Numba cache directory {marker.parent} is read-only: nothing is cached, "
                     f"so nothing can go stale")
