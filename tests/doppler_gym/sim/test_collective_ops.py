@@ -83,11 +83,19 @@ def test_allgather_by_hand():
 @pytest.mark.parametrize("kind", ["reduce-scatter", "allreduce", "alltoall"])
 def test_kinds_over_three_devices(kind):
     """Consumers on devices 0 and 3 of a collective on 2 with a producer on 1: G = {0, 1, 2, 3}, and
-    each consumer starts the timer's collective time after the op ends."""
+    each consumer starts the collective's time after the op ends.
+
+    The times by hand on the 4-ring (one chunk per member's share, c = its bytes / BW): every member
+    needs a share from the member opposite, two hops away, so no schedule beats 2 c + 2 LAT, and
+    two epochs reach it (each directed link carries one 1-hop and one 2-hop share, the relay sent
+    after the link's own share): ALLTOALL (shares N/4) 2 (N/4) / BW + 2 LAT; REDUCE-SCATTER (the
+    ALLGATHER of 4 shards of N, run backwards) 2 N / BW + 2 LAT; ALLREDUCE (reduce-scatter then
+    allgather of shares N/4) 2 (2 (N/4) / BW + 2 LAT)."""
     g, a = _tp(kind), np.array([1, 1, 2, 0, 3], np.int32)
     tr = dg.simulate(g, a, topology=RING, config=TECCL)
-    t = _time(kind, [0, 1, 2, 3])
-    assert t > 0
+    t = {"alltoall": 2 * (N / 4) / BW + 2 * LAT, "reduce-scatter": 2 * N / BW + 2 * LAT,
+         "allreduce": 2 * (2 * (N / 4) / BW + 2 * LAT)}[kind]
+    assert _time(kind, [0, 1, 2, 3]) == pytest.approx(t, rel=1e-12)
     np.testing.assert_allclose(tr.start[3:], tr.end[2] + t, rtol=1e-12)
     assert tr.start[2] == pytest.approx(tr.end[1], rel=1e-12)  # the in-edges from device 1 are free
 
