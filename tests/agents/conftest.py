@@ -13,3 +13,12 @@ def one_thread():
 
     with torch_threads(1):
         yield
+
+
+@pytest.fixture
+def seeded():
+    """Seed torch's global generator (policy initialisation) so a test's weights do not depend on the
+    tests that ran before it."""
+    import torch
+
+    torch.manual_seed(0)

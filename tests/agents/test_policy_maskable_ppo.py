@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -9,10 +11,11 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.utils import get_action_masks
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+import doppler_gym as dg
 from agents.policy import NEG, DopplerExtractor, DopplerPolicy, PlcHead, transfer_objects
 from tests.agents.policy_helpers import make_env, mixed_batch
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "seeded")
 SMALL = {"hidden_dim": 32, "n_layers": 2, "head_dim": 32}
 
 
@@ -54,7 +57,7 @@ def test_heads_and_extractor_shapes_on_a_padded_mixed_batch():
     assert extractor(batch).shape == (b, extractor.features_dim)
 
 
-def test_scores_are_bounded_by_logit_clip():
+def test_scores_are_bounded_by_logit_clip(tmp_path):
     env, batch = mixed_batch(4)
     mask = batch["action_mask"] > 0.5
     clipped = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **SMALL)
@@ -69,7 +72,11 @@ def test_scores_are_bounded_by_logit_clip():
     assert lc[mask].abs().max() <= 10.0
     assert torch.allclose(lc[mask], 10.0 * torch.tanh(lr[mask] / 10.0), atol=1e-4)
     assert (lc[~mask] == NEG).all()
-    assert clipped._get_constructor_parameters()["logit_clip"] == 10.0
+    raw.save(tmp_path / "raw.pt")  # the clip (or its absence) is part of the saved policy
+    clipped.save(tmp_path / "clipped.pt")
+    with torch.no_grad():
+        assert DopplerPolicy.load(tmp_path / "raw.pt", device="cpu").action_logits(batch)[mask].abs().max() > 100
+        assert DopplerPolicy.load(tmp_path / "clipped.pt", device="cpu").action_logits(batch)[mask].abs().max() <= 10.0
     with pytest.raises(ValueError, match="logit_clip must be > 0"):
         DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, logit_clip=0.0, **SMALL)
 
@@ -99,8 +106,9 @@ def test_policy_options_survive_save_transfer_and_load(tmp_path):
     env4, env8 = make_env(topology=4), make_env(topology=8)
     policy = DopplerPolicy(env4.observation_space, env4.action_space, lambda _: 1e-3, plc_affinity=True, id_features=4,
                            **SMALL)
-    params = policy._get_constructor_parameters()
-    assert params["plc_affinity"] is True and params["features_extractor_kwargs"]["id_features"] == 4
+    policy.save(tmp_path / "policy.pt")
+    alone = DopplerPolicy.load(tmp_path / "policy.pt", device="cpu")
+    assert alone.plc_head.query is not None and alone.features_extractor.static.id_features == 4
     moved = policy.transfer_to(env8)
     assert moved.plc_head.query is not None and moved.features_extractor.static.id_features == 4
     model = MaskablePPO(DopplerPolicy, DummyVecEnv([lambda: env4]), policy_kwargs={**SMALL, "plc_affinity": True},
@@ -138,7 +146,30 @@ def test_imitation_cross_entropy_on_teacher_masks_trains():
     assert loss().item() < 0.5 * first.item()
 
 
-def test_maskable_ppo_learns_on_chainmm_and_predict_respects_masks():
+def _greedy_makespan(model: MaskablePPO, env) -> float:
+    obs, _ = env.reset(seed=0)
+    while True:
+        action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+        obs, _, terminated, truncated, info = env.step(int(action))
+        if terminated or truncated:
+            return info["makespan"]
+
+
+def test_maskable_ppo_learns_the_best_placement_of_a_tiny_graph():
+    graph = dg.workloads.make("random", n_ops=6, levels=3, seed=1)
+    every = np.array(list(itertools.product(range(2), repeat=graph.n_ops)))  # all 64 placements on 2 devices
+    optimum = dg.simulate_batch(graph, every, topology=dg.Topology.uniform(2)).min()
+    venv = DummyVecEnv([lambda: make_env(graph=graph, topology=2)] * 2)
+    model = _ppo(venv, n_steps=48, batch_size=48, n_epochs=4, learning_rate=3e-3, gamma=1.0, gae_lambda=1.0)
+    env = make_env(graph=graph, topology=2)
+    before = _greedy_makespan(model, env)
+    model.learn(total_timesteps=96)  # 8 episodes of 12 steps
+    after = _greedy_makespan(model, env)
+    assert before > 5 * optimum  # the seeded untrained policy places far from the optimum
+    assert after <= 1.2 * optimum, (before, after, optimum)
+
+
+def test_maskable_ppo_trains_on_chainmm_and_predict_respects_masks():
     venv = DummyVecEnv([lambda: make_env(graph="paper/chainmm")] * 2)
     model = _ppo(venv, n_steps=80, batch_size=80, n_epochs=2)
     model.learn(total_timesteps=320)

@@ -13,12 +13,14 @@ from agents.training import (
     StageBudget,
     StageProgress,
     TrainArgs,
+    Trainer,
+    decode,
     read_metrics,
     summary_keys,
     train,
 )
 from agents.training.rl import reinforce_advantages
-from tests.agents.train_helpers import FAST, small_args
+from tests.agents.train_helpers import FAST, TINY_GRAPH, brute_force_makespans, small_args
 
 
 def test_three_stages_on_chainmm(tmp_path) -> None:
@@ -70,17 +72,26 @@ def test_leave_one_out_advantages_by_hand() -> None:
         reinforce_advantages(returns[:1], "batch", ema=0.0)
 
 
-def test_reinforce_with_a_batch_baseline_learns_and_checks_its_batch(tmp_path) -> None:
-    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=8, algo="reinforce",
-                      reinforce_baseline="batch", episodes_per_update=4)
-    summary = train(args)
-    assert summary["stages"]["sim"]["updates"] == 2
+def test_reinforce_with_a_batch_baseline_learns_the_best_placement_of_a_tiny_graph(tmp_path) -> None:
+    args = small_args(tmp_path, **TINY_GRAPH, stages=("sim",), sim_episodes=24, algo="reinforce",
+                      reinforce_baseline="batch", episodes_per_update=8, rl_lr=1e-2, rl_lr_final=1e-2)
+    optimum = brute_force_makespans(args).min()
+    trainer = Trainer(args)
+    before = decode(trainer.policy, trainer.context.eval_env, greedy=True, seed=args.seed)["makespan"]
+    summary = trainer.run()
+    assert before > 5 * optimum  # the seeded untrained policy places far from the optimum ...
+    assert summary["makespan"] <= 1.2 * optimum, (before, summary["makespan"], optimum)  # ... 24 episodes later near it
+    assert summary["makespan"] < summary["critical_path"] / 5
+    assert summary["stages"]["sim"]["updates"] == 3
     rows = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "sim"]
-    assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
+    assert len(rows) == 3 and all(np.isfinite(r["loss"]) for r in rows)
+
+
+def test_a_batch_baseline_needs_a_batch() -> None:
     with pytest.raises(ValueError, match="episodes_per_update >= 2"):
-        small_args(tmp_path, algo="reinforce", reinforce_baseline="batch", episodes_per_update=1).validate()
+        TrainArgs(algo="reinforce", reinforce_baseline="batch", episodes_per_update=1).validate()
     with pytest.raises(ValueError, match="'ema' or 'batch'"):
-        small_args(tmp_path, reinforce_baseline="mean").validate()
+        TrainArgs(reinforce_baseline="mean").validate()
 
 
 def test_the_best_placement_found_in_training_is_kept_and_replays(tmp_path) -> None:
