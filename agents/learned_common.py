@@ -27,15 +27,20 @@ import numpy as np
 import torch
 
 from agents.learned_result import LearnedResult
-from agents.training import CHECKPOINT_FORMAT, Instance, MetricLog, load_checkpoint, save_checkpoint
+from agents.training import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    Instance,
+    MetricLog,
+    load_checkpoint,
+    save_checkpoint,
+)
 from agents.training.metrics import write_json
 from doppler_gym.baselines.common import queue_priorities
 from doppler_gym.envs.context import GraphContext, build_context
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.api import simulate_batch
 from doppler_gym.sim.config import SimConfig
-
-CHECKPOINT_VERSION = 1
 
 NetT = TypeVar("NetT", bound=torch.nn.Module)
 
