@@ -79,8 +79,8 @@ class TrainArgs:
     """torch device of the policy (``auto``: CUDA when available)."""
     torch_threads: int | None = 1
     """torch intra-op threads while training (restored after). 1: the networks are small, and on a busy
-    CPU more threads are much slower (OpenMP threads spin for cores they share: with two other busy
-    processes on 2 cores, imitation on chainmm took 273 s with 2 threads, 7 s with 1); None = leave as is."""
+    CPU more threads are much slower (OpenMP threads spin for cores that other processes also use, and
+    imitation on chainmm can take tens of times longer); None = leave as is."""
 
     # --- stage 1: imitation (DAgger)
     il_lr: float = 1e-3
