@@ -34,12 +34,14 @@ where ``p`` is the virtual position count when ``now`` advanced: exactly SimPy's
 A FIFO entry is one int64: ``v << 32 | index << 3 | kind``.
 
 Speed notes (each measured; see ``benchmarks/bench_sim.py``): array indices in the loop are cast
-to unsigned (``U(i)``) so that Numba emits no negative-index wraparound per access; the loop calls
-no helper that takes arrays (an inlined call costs three NRT incref and three decref calls), so
-an event appends its heap pushes and the top of the loop sifts them up in push order (the heap
-that pushing them one by one gives); the FIFO restarts at index 0 whenever the clock advances (it
-is empty then); single calls go through :func:`run_packed` (five arguments, device range checked
-inside) and leave times undivided for :class:`~doppler_gym.sim.trace.Trace` to divide lazily.
+to unsigned (``U(i)``) so that Numba emits no negative-index wraparound per access; events are
+handled by small handlers inlined into the loop (``inline="always"``) where that leaves its time
+unchanged, and written out in the loop where a helper made it slower (the heap's sift-up and pop,
+the finish event, ``HOP_DONE``, the priority grants: each says so); an event appends its heap
+pushes and the top of the loop sifts them up in push order (the heap that pushing them one by one
+gives); the FIFO restarts at index 0 whenever the clock advances (it is empty then); single calls
+go through :func:`run_packed` (five arguments, device range checked inside) and leave times
+undivided for :class:`~doppler_gym.sim.trace.Trace` to divide lazily.
 """
 
 from __future__ import annotations
@@ -265,6 +267,116 @@ def problem_arrays(meta, ints, floats):
     return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
 
 
+# ---------------------------------------------------------------- event handlers of the event loop
+# Each handles one event (or one step of one) of :func:`run` at time ``now`` and returns the loop
+# counters it moved: ``f_tail`` (end of the FIFO), ``v_next`` (next virtual FIFO position), ``h_size``
+# (heap entries; new ones are appended, and the top of the loop sifts them up in push order).
+# Inlined into the loop, these leave its time unchanged (within the noise of interleaved runs).
+
+
+@njit(cache=True, inline="always")
+def _push(h_time, h_key, h_code, h_size, t, key, code):
+    """Append ``(t, key) -> code`` to the heap arrays (sifted up at the top of :func:`run`'s loop);
+    returns the new size."""
+    h_time[U(h_size)] = t
+    h_key[U(h_size)] = key
+    h_code[U(h_size)] = code
+    return h_size + 1
+
+
+@njit(cache=True, inline="always")
+def _start_op(g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size):
+    """Op ``g`` got a stream of device ``d``: start it virtually (its only effect is scheduling its
+    ``COMPUTED``, keyed by ``v_next``), except an op of zero duration, whose ``STARTED`` stays a real
+    zero-delay event. Returns ``(f_tail, v_next, h_size)``."""
+    t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+    if t == now:
+        fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
+        f_tail += 1
+    else:
+        start[U(g)] = now
+        h_size = _push(h_time, h_key, h_code, h_size, t, v_next * WAVE + FIFO_PUSH, (g << 3) | COMPUTED)
+    return f_tail, v_next + 1, h_size
+
+
+@njit(cache=True, inline="always")
+def _send_hop(e, ln, now, key, nbytes, link_latency, link_bandwidth, edge_factor, h_time, h_key, h_code, h_size):
+    """Transfer ``e`` (``nbytes``) takes link ``ln`` now: its ``HOP_DONE`` is due after the link's
+    latency and ``nbytes`` / bandwidth. Returns ``h_size``."""
+    hop = link_latency[U(ln)] + nbytes / link_bandwidth[U(ln)]
+    return _push(h_time, h_key, h_code, h_size, now + hop * edge_factor[U(e)], key, (e << 3) | HOP_DONE)
+
+
+@njit(cache=True, inline="always")
+def _on_computed(o, now, assignment, end, free_streams, fifo, f_tail, v_next):
+    """Op ``o`` is computed: its stream is free at once; the device's release (which grants the next
+    waiting op) and ``o``'s finish follow as two adjacent zero-delay events, one ``RELEASE_FINISH``
+    entry. Returns ``(f_tail, v_next)``."""
+    end[U(o)] = now
+    free_streams[U(assignment[U(o)])] += 1
+    fifo[U(f_tail)] = (v_next << 32) | (o << 3) | RELEASE_FINISH
+    return f_tail + 1, v_next + 2  # the release and the finish event
+
+
+@njit(cache=True, inline="always")
+def _on_arrived_group(
+    k0, now, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_src, edge_dst, end, size, pair_latency,
+    pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next,
+):
+    """The transfers of one producer from CSR slot ``k0`` on that arrive now. Same-time arrivals pushed
+    by one finish event are adjacent in SimPy's order (consecutive keys), so they are processed here
+    in edge order; a consumer's last input queues its ``DELIVERED``. Returns ``(f_tail, v_next)``."""
+    u = edge_src[U(succ_edge[U(k0)])]
+    a = assignment[U(u)]
+    for k in range(k0, succ_ptr[U(u + 1)]):
+        e = succ_edge[U(k)]
+        c = edge_dst[U(e)]
+        b = assignment[U(c)]
+        if a == b and not (given_times and edge_factor[U(e)] > 0.0):
+            continue
+        p = a * n_dev + b
+        if given_times:
+            t = end[U(u)] + edge_factor[U(e)]
+        else:
+            t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
+        if t == now:
+            edge_end[U(e)] = now
+            missing[U(c)] -= 1
+            if missing[U(c)] == 0:
+                fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
+                f_tail += 1
+                v_next += 1
+    return f_tail, v_next
+
+
+@njit(cache=True, inline="always")
+def _on_arrived(e, now, edge_dst, edge_end, missing, fifo, f_tail, v_next):
+    """Transfer ``e`` arrived: a consumer's last input queues its ``DELIVERED``. Returns ``(f_tail, v_next)``."""
+    edge_end[U(e)] = now
+    c = edge_dst[U(e)]
+    missing[U(c)] -= 1
+    if missing[U(c)] == 0:
+        fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
+        f_tail += 1
+        v_next += 1
+    return f_tail, v_next
+
+
+@njit(cache=True, inline="always")
+def _on_delivered(e, edge_dst, fifo, f_tail, v_next):
+    """The last input of ``e``'s consumer was delivered: its ``INPUTS_READY`` follows. Returns ``(f_tail, v_next)``."""
+    fifo[U(f_tail)] = (v_next << 32) | (edge_dst[U(e)] << 3) | INPUTS_READY
+    return f_tail + 1, v_next + 1
+
+
+@njit(cache=True, inline="always")
+def _on_started(o, now, start, fifo, f_tail, v_next):
+    """Op ``o`` of zero duration started: its ``COMPUTED`` follows. Returns ``(f_tail, v_next)``."""
+    start[U(o)] = now
+    fifo[U(f_tail)] = (v_next << 32) | (o << 3) | COMPUTED
+    return f_tail + 1, v_next + 1
+
+
 # ---------------------------------------------------------------- the event loop
 @njit(cache=True)
 def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
@@ -369,7 +481,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     h_sorted = 0  # h_*[:h_sorted] is a heap; the entries after it were appended by the last event
     while True:
         # Sift up the entries the last event appended, in push order: exactly the heap that
-        # pushing them one by one gives (a sift-up only moves the entry's ancestors).
+        # pushing them one by one gives (a sift-up only moves the entry's ancestors). Written out: through
+        # _heap_push, with the pop below through _heap_pop, the event loop took 10-20% longer.
         while h_sorted < h_size:
             hi = U(h_sorted)
             t = h_time[hi]
@@ -402,8 +515,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                             g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
                             q_len[U(d)] -= 1
                             free_streams[U(d)] -= 1
-                            # Start g (virtually: its only effect is scheduling COMPUTED, keyed by v_next),
-                            # except an op of zero duration, whose STARTED stays a real zero-delay event.
+                            # Start g as _start_op does, written out: through it, priority runs took 15-60% longer.
                             t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
                             if t == now:
                                 fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
@@ -422,7 +534,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 f_head = 0  # the FIFO is empty here: reuse its start (it stays in cache on big graphs)
                 f_tail = 0
                 wave0_next = v_next * WAVE
-            # Pop the heap's smallest entry (inline: helpers taking arrays cost refcount calls).
+            # Pop the heap's smallest entry (written out, as the sift-up above).
             code = h_code[0]
             h_size -= 1
             h_sorted = h_size
@@ -453,15 +565,13 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         idx = (code >> 3) & 0x1FFFFFFF
 
         if kind == INPUTS_READY or kind == RELEASE_FINISH:  # noqa: SIM109  (two integer compares in Numba)
-            if kind == INPUTS_READY:
-                d = assignment[U(idx)]
+            d = assignment[U(idx)]
+            if kind == INPUTS_READY:  # request a stream of d: join its queue
                 if use_priority:
                     _heap_push(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)], priority[U(idx)], code >> 32, idx)
                 else:
                     q_op[U(q_base[U(d)] + q_len[U(d)])] = idx
                 q_len[U(d)] += 1
-            else:
-                d = assignment[U(idx)]
             if use_priority:
                 grants_pending = True  # granted by priority once the instant's events are done
             elif free_streams[U(d)] > 0 and q_len[U(d)] > q_head[U(d)]:
@@ -469,21 +579,16 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 g = q_op[U(q_base[U(d)] + q_head[U(d)])]
                 q_head[U(d)] += 1
                 free_streams[U(d)] -= 1
-                # Start g (virtually: its only effect is scheduling COMPUTED, keyed by v_next),
-                # except an op of zero duration, whose STARTED stays a real zero-delay event.
-                t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
-                if t == now:
-                    fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
-                    f_tail += 1
-                else:
-                    start[U(g)] = now
-                    h_time[U(h_size)] = t
-                    h_key[U(h_size)] = v_next * WAVE + FIFO_PUSH
-                    h_code[U(h_size)] = (g << 3) | COMPUTED
-                    h_size += 1
-                v_next += 1
+                f_tail, v_next, h_size = _start_op(
+                    g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size,
+                )
             if kind == RELEASE_FINISH:
-                # The finish event sits right after the release, at virtual position v + 1.
+                # The finish event sits right after the release, at virtual position v + 1: one transfer per
+                # out-edge in CSR order (SimPy's). Zero-delay arrivals count down at once (a consumer's last
+                # one is a real ARRIVED); delayed ones of one arrival time form one ARRIVED_GROUP entry; with
+                # FIFO links each transfer queues for its first hop. Written out here, not as a handler: that
+                # needs 33 arguments, and CPython passes over 30 as one *args tuple, which Numba does not
+                # inline (grouping the arrays into tuples made the event loop 10-100% slower).
                 push_key += WAVE
                 a = assignment[U(idx)]
                 j = 0
@@ -507,12 +612,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                                 l_tail[U(ln)] += 1
                             else:
                                 l_busy[U(ln)] = 1
-                                hop = link_latency[U(ln)] + size[U(idx)] / link_bandwidth[U(ln)]
-                                t = now + hop * edge_factor[U(e)]
-                                h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
-                                h_key[U(h_size)] = push_key + j
-                                h_code[U(h_size)] = (e << 3) | HOP_DONE
-                                h_size += 1
+                                h_size = _send_hop(e, ln, now, push_key + j, size[U(idx)], link_latency, link_bandwidth,
+                                                   edge_factor, h_time, h_key, h_code, h_size)
                                 j += 1
                             continue
                         elif given_times:
@@ -531,65 +632,28 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     elif group_k < 0:  # first delayed transfer of idx: a group entry
                         group_k = k
                         group_t = t
-                        h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
-                        h_key[U(h_size)] = push_key + j
-                        h_code[U(h_size)] = (k << 3) | ARRIVED_GROUP
-                        h_size += 1
+                        h_size = _push(h_time, h_key, h_code, h_size, t, push_key + j, (k << 3) | ARRIVED_GROUP)
                         j += 1
                     elif t != group_t:
-                        h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
-                        h_key[U(h_size)] = push_key + j
-                        h_code[U(h_size)] = (e << 3) | ARRIVED
-                        h_size += 1
+                        h_size = _push(h_time, h_key, h_code, h_size, t, push_key + j, (e << 3) | ARRIVED)
                         j += 1
         elif kind == COMPUTED:
-            end[U(idx)] = now
             makespan = now  # the clock never goes back: the last op to end ends last
-            free_streams[U(assignment[U(idx)])] += 1
-            fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | RELEASE_FINISH
-            f_tail += 1
-            v_next += 2  # the release and the finish event
+            f_tail, v_next = _on_computed(idx, now, assignment, end, free_streams, fifo, f_tail, v_next)
         elif kind == ARRIVED_GROUP:
-            # Same-time arrivals pushed by one finish event are adjacent in SimPy's order
-            # (consecutive keys), so they are processed here in edge order.
-            u = edge_src[U(succ_edge[U(idx)])]
-            a = assignment[U(u)]
-            for k in range(idx, succ_ptr[U(u + 1)]):
-                e = succ_edge[U(k)]
-                c = edge_dst[U(e)]
-                b = assignment[U(c)]
-                if a == b and not (given_times and edge_factor[U(e)] > 0.0):
-                    continue
-                p = a * n_dev + b
-                if given_times:
-                    t = end[U(u)] + edge_factor[U(e)]
-                else:
-                    t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
-                if t == now:
-                    edge_end[U(e)] = now
-                    missing[U(c)] -= 1
-                    if missing[U(c)] == 0:
-                        fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
-                        f_tail += 1
-                        v_next += 1
+            f_tail, v_next = _on_arrived_group(
+                idx, now, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_src, edge_dst, end, size,
+                pair_latency, pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next,
+            )
         elif kind == ARRIVED:
-            edge_end[U(idx)] = now
-            c = edge_dst[U(idx)]
-            missing[U(c)] -= 1
-            if missing[U(c)] == 0:
-                fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | DELIVERED
-                f_tail += 1
-                v_next += 1
+            f_tail, v_next = _on_arrived(idx, now, edge_dst, edge_end, missing, fifo, f_tail, v_next)
         elif kind == DELIVERED:
-            fifo[U(f_tail)] = (v_next << 32) | (edge_dst[U(idx)] << 3) | INPUTS_READY
-            f_tail += 1
-            v_next += 1
+            f_tail, v_next = _on_delivered(idx, edge_dst, fifo, f_tail, v_next)
         elif kind == STARTED:
-            start[U(idx)] = now
-            fifo[U(f_tail)] = (v_next << 32) | (idx << 3) | COMPUTED
-            f_tail += 1
-            v_next += 1
+            f_tail, v_next = _on_started(idx, now, start, fifo, f_tail, v_next)
         else:  # HOP_DONE (always from the heap): transfer idx finished its current hop
+            # Written out: as an inlined handler (29 arguments), or through _send_hop and _on_arrived, it made
+            # runs with FIFO links 2-80% slower.
             e = idx
             p = assignment[U(edge_src[U(e)])] * n_dev + assignment[U(edge_dst[U(e)])]
             h = route_ptr[U(p)] + edge_hop[U(e)]
