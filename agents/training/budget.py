@@ -31,6 +31,11 @@ class StageBudget:
             n = DEFAULT_EPISODES[stage]
         return n
 
+    def episodes_left(self, stage: str) -> int | None:
+        """Episodes still to run in the stage under its episode count, or ``None`` without one."""
+        n = self.target(stage)
+        return None if n is None else max(0, n - self.progress[stage].episodes)
+
     def allot(self, stage: str) -> None:
         """Mark the stage started and fix its share of the budget [s] (kept on resume unless the
         budget changed): ``left x weight / sum of the weights of the stages still to run``."""

@@ -92,9 +92,11 @@ class ImitationStage(Stage):
         while ctx.running("il"):
             t0 = time.perf_counter()
             beta = max(0.0, 1.0 - ctx.budget.fraction("il") / args.il_beta_decay)
-            seeds = ctx.episode_seeds("il", len(envs))
+            left = ctx.budget.episodes_left("il")
+            batch = envs if left is None else envs[: max(1, min(len(envs), left))]  # stop at the episode count
+            seeds = ctx.episode_seeds("il", len(batch))
             policy.set_training_mode(False)
-            episodes = rollout(policy, envs, seeds, mode="dagger", beta=beta, rng=ctx.rng, buffer=buffer)
+            episodes = rollout(policy, batch, seeds, mode="dagger", beta=beta, rng=ctx.rng, buffer=buffer)
             new_states = 0
             for ep in episodes:
                 buffer.set_return(ep.slots, ep.returns(args.gamma))

@@ -158,3 +158,11 @@ def test_invalid_arguments_are_reported() -> None:
         TrainArgs(algo="a2c").validate()
     with pytest.raises(ValueError, match="il_label_smoothing must be in"):
         TrainArgs(il_label_smoothing=1.0).validate()
+
+
+def test_imitation_stops_at_its_episode_count_between_whole_batches(tmp_path) -> None:
+    # 4 envs run in lockstep; 6 episodes asked: a batch of 4, then a batch of the 2 left (not 8 in all).
+    summary = train(small_args(tmp_path, il_episodes=6, il_envs=4))
+    assert summary["stages"]["il"]["episodes"] == 6
+    rows = [r for r in read_metrics(tmp_path) if r["kind"] == "episode" and r["stage"] == "il"]
+    assert len(rows) == 6
