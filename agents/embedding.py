@@ -244,7 +244,10 @@ class StaticEncoder(nn.Module):
         self._cache_token = None
 
     def _token(self) -> tuple[int, ...]:
-        """The parameters' in-place version counters: any optimiser step or load changes them."""
+        """The parameters' in-place version counters: any optimiser step or load changes them.
+
+        ``Tensor._version`` is autograd's own counter of in-place writes; torch has no public name for
+        it, and nothing else tells an in-place ``optimizer.step()`` from no change at no cost."""
         if self._params is None:
             self._params = list(self.parameters())
         return tuple(p._version for p in self._params)
@@ -316,7 +319,10 @@ class StaticEncoder(nn.Module):
             b_sum, t_sum = sums[:, :n].reshape(k * n, -1), sums[:, n:].reshape(k * n, -1)
         else:  # large graphs: the same sums from the sparse entries
             offs = [i * n for i in range(k)]
-            cat = lambda parts: torch.from_numpy(np.concatenate(parts)).to(h.device)
+
+            def cat(parts: list[np.ndarray]) -> torch.Tensor:
+                return torch.from_numpy(np.concatenate(parts)).to(h.device)
+
             b_sum = path_sums(
                 cat([p.b_rows + o for (p, _), o in zip(paths, offs)]),
                 cat([p.b_cols + o for (p, _), o in zip(paths, offs)]),

@@ -85,7 +85,7 @@ def breakdown(graph: str, devices: int, episodes: int) -> None:
             t_place += time.perf_counter() - t1
             t_feat += t1 - t0
     steps = 2 * n * episodes
-    builder = env._obs  # the env's observation builder
+    builder = env.observation_builder
     reps = 20_000
     timings = {}
     for copy in (True, False):

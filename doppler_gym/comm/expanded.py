@@ -80,13 +80,13 @@ class Network:
         return np.flatnonzero(self.src == node)
 
     @cached_property
-    def _out(self) -> list[np.ndarray]:
-        """Out-links of every node, built once (the Dijkstras of :func:`earliest` run per commodity)."""
+    def out_links_of_node(self) -> list[np.ndarray]:
+        """``[n_nodes]`` lists of out-link ids, built once (the Dijkstras of :func:`earliest` run per commodity)."""
         return [self.out_links(i) for i in range(self.n_nodes)]
 
     @cached_property
-    def _in(self) -> list[np.ndarray]:
-        """In-links of every node, built once (for :func:`to_targets`)."""
+    def in_links_of_node(self) -> list[np.ndarray]:
+        """``[n_nodes]`` lists of in-link ids, built once (for :func:`to_targets`)."""
         return [self.in_links(i) for i in range(self.n_nodes)]
 
     def max_sends(self, link: int, last_epoch: int) -> int:
@@ -158,7 +158,7 @@ def earliest(net: Network, starts: dict[int, int]) -> np.ndarray:
         if t < dist[node]:
             dist[node] = t
             heap.append((int(t), int(node)))
-    return _relax(net, dist, heap, net._out, net.dst)
+    return _relax(net, dist, heap, net.out_links_of_node, net.dst)
 
 
 def to_targets(net: Network, targets: np.ndarray) -> np.ndarray:
@@ -174,7 +174,7 @@ def to_targets(net: Network, targets: np.ndarray) -> np.ndarray:
     heap = [(0, int(i)) for i in np.flatnonzero(targets)]
     for _, i in heap:
         dist[i] = 0
-    return _relax(net, dist, heap, net._in, net.src)
+    return _relax(net, dist, heap, net.in_links_of_node, net.src)
 
 
 def _relax(net: Network, dist: np.ndarray, heap: list[tuple[int, int]], links_of: list[np.ndarray],

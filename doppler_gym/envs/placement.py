@@ -162,8 +162,9 @@ class PlacementEnv(gym.Env):
         self.max_edges = self._instances.max_edges
         self.max_devices = self._instances.max_devices
         n, d = self.max_ops, self.max_devices
-        self._obs = ObservationBuilder(n, self.max_edges, d, copy=copy_obs)
-        self.observation_space = self._obs.space
+        # the episode's observation arrays (the env writes them; callers read, e.g. to time the copies)
+        self.observation_builder = ObservationBuilder(n, self.max_edges, d, copy=copy_obs)
+        self.observation_space = self.observation_builder.space
         self.action_space = spaces.Discrete(n + d)
         # episode state (set by reset)
         self.graph: DataflowGraph | None = None
@@ -195,7 +196,7 @@ class PlacementEnv(gym.Env):
             "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
             "reference_makespan": self._ctx.reference_makespan, "lower_bound": self._ctx.lower_bound,
         }
-        return self._obs.observation(), info
+        return self.observation_builder.observation(), info
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
         if self._done:
@@ -209,7 +210,7 @@ class PlacementEnv(gym.Env):
             self._select(a)
             reward = self.reward.step(self._est_makespan, self._est_makespan, ref)
             self._invalid_streak = 0
-            return self._obs.observation(), float(reward), False, False, {}
+            return self.observation_builder.observation(), float(reward), False, False, {}
         d = a - self.max_ops
         if not 0 <= d < ctx.n_devices:
             return self._invalid(a)
@@ -218,14 +219,14 @@ class PlacementEnv(gym.Env):
         self._place(d)
         if self._n_placed < ctx.n_ops:
             reward = self.reward.step(before, self._est_makespan, ref)
-            return self._obs.observation(), float(reward), False, False, {}
+            return self.observation_builder.observation(), float(reward), False, False, {}
         info = self._finish()
         reward = self.reward.final(before, info["makespan"], ref)
-        return self._obs.observation(), float(reward), True, False, info
+        return self.observation_builder.observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:
         """``(max_ops + max_devices,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
-        return self._obs.action_mask.copy()
+        return self.observation_builder.action_mask.copy()
 
     def teacher_mask(self) -> np.ndarray:
         """``(max_ops + max_devices,) int8`` mask of the critical-path teacher's action(s) now.
@@ -280,7 +281,7 @@ class PlacementEnv(gym.Env):
     def assignment(self) -> np.ndarray:
         """``(n_ops,) int64`` the device of each op placed so far, -1 for the others (a copy)."""
         n = 0 if self._ctx is None else self._ctx.n_ops
-        return self._obs.op_device[:n].copy()
+        return self.observation_builder.op_device[:n].copy()
 
     @property
     def estimate(self) -> EstimatedSchedule | None:
@@ -323,13 +324,13 @@ class PlacementEnv(gym.Env):
         self._invalid_streak = 0
         self._done = False
         self.trace = None
-        ob = self._obs
+        ob = self.observation_builder
         ob.set_context(ctx)
         ob.op_state[:, 1] = self._ready
         ob.action_mask[: self.max_ops] = self._ready
 
     def _select(self, v: int) -> None:
-        ctx, ob = self._ctx, self._obs
+        ctx, ob = self._ctx, self.observation_builder
         self._selected, self._phase = v, PLC
         ob.op_state[v, 2] = 1.0
         ob.selected_op[0] = v
@@ -344,7 +345,7 @@ class PlacementEnv(gym.Env):
         mask[self.max_ops : self.max_ops + d] = 1
 
     def _place(self, d: int) -> None:
-        ctx, ob, v = self._ctx, self._obs, self._selected
+        ctx, ob, v = self._ctx, self.observation_builder, self._selected
         self._es.place(v, d, self._est)
         self._est_makespan = float(self._es.makespan) / ctx.time_divisor
         self._order[self._n_placed] = v
@@ -397,10 +398,10 @@ class PlacementEnv(gym.Env):
         if truncated:
             self._done = True
         info = {"invalid_action": True, "invalid_streak": self._invalid_streak}
-        return self._obs.observation(), self.invalid_penalty, False, truncated, info
+        return self.observation_builder.observation(), self.invalid_penalty, False, truncated, info
 
     def _invalid_message(self, a: int) -> str:
-        valid = np.flatnonzero(self._obs.action_mask)
+        valid = np.flatnonzero(self.observation_builder.action_mask)
         shown = ", ".join(str(int(x)) for x in valid[:20]) + (", ..." if valid.size > 20 else "")
         if self._phase == SEL:
             return (

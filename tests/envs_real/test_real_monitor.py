@@ -61,7 +61,7 @@ def fake_pynvml(n: int = 2, nvlink: bool = True) -> types.ModuleType:
     m.nvmlDeviceGetPcieThroughput = pcie
     m.nvmlDeviceGetTotalEnergyConsumption = energy
     m.nvmlDeviceGetFieldValues = fields
-    m._state = state
+    m.fake_state = state
     return m
 
 
@@ -72,7 +72,7 @@ def test_fake_nvml_figures(monkeypatch):
         time.sleep(0.05)
     rep = mon.report
     assert rep["available"] is True and rep["reason"] is None
-    assert fake._state["init"] == 0  # shut down again
+    assert fake.fake_state["init"] == 0  # shut down again
     d0, d1 = rep["devices"]
     assert d0["name"] == "Fake GPU" and d0["n_samples"] >= 2
     assert d0["utilization_gpu_pct"] == {"mean": 50.0, "max": 50.0}
