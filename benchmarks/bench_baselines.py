@@ -76,7 +76,10 @@ def bench_table(args: argparse.Namespace) -> None:
 def _note(p: baselines.Placement) -> str:
     i = p.info
     if p.name == "local_search":
-        return f"{i['evals']:,} evals from {i['start']} ({i['start_makespan']:.2f}); best after {i['seconds_to_best']:.1f} s"
+        return (
+            f"{i['evals']:,} evals from {i['start']} ({i['start_makespan']:.2f}); "
+            f"best after {i['seconds_to_best']:.1f} s"
+        )
     if p.name == "cp_sat":
         return f"{i['status']}: schedule {i['objective']:.2f}, solver bound {i['bound']:.2f}"
     if "plan_makespan" in i:

@@ -72,7 +72,9 @@ def table(cases: list, time_limit: float) -> bool:
     ok = True
     for label, topo, coll, buf, epoch, method, target, published, gurobi, *extra in cases:
         t0 = time.perf_counter()
-        s = dg.comm.solve(topo, coll, buf, epoch=epoch, method=method, time_limit=time_limit, **(extra[0] if extra else {}))
+        s = dg.comm.solve(
+            topo, coll, buf, epoch=epoch, method=method, time_limit=time_limit, **(extra[0] if extra else {})
+        )
         wall = time.perf_counter() - t0
         report = dg.comm.validate(s)
         net = network(s.topology, s.timing())
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep_ok, rows = algbw_sweep(args.time_limit)
     if args.plot:
         plot(rows, args.plot)
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s; {'all targets met' if ok and sweep_ok else 'SOME TARGETS MISSED'}")
+    verdict = "all targets met" if ok and sweep_ok else "SOME TARGETS MISSED"
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s; {verdict}")
     return 0 if ok and sweep_ok else 1
 
 

@@ -84,7 +84,8 @@ def report(results: dict) -> None:
         ft = f"{f['greedy']:.4g} / {f['best_of_k']:.4g} ({f['episodes']})" if f else "-"
         fr = f"{f['greedy'] / f['critical_path']:.3f} / {f['best_of_k'] / f['critical_path']:.3f}" if f else "-"
         print(f"| {spec} | {r['n_ops']} | {r['critical_path']:.4g} | {r['greedy']:.4g} / {r['best_of_k']:.4g} "
-              f"| {r['greedy_ratio_to_critical_path']:.3f} / {r['best_of_k_ratio_to_critical_path']:.3f} | {ft} | {fr} |")
+              f"| {r['greedy_ratio_to_critical_path']:.3f} / {r['best_of_k_ratio_to_critical_path']:.3f} "
+              f"| {ft} | {fr} |")
     print(f"\ngeometric mean greedy / CP, zero-shot: {mix['mean_ratio']:.3f}")
     eight = results.get("devices8")
     if eight:

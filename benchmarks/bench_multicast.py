@@ -63,7 +63,9 @@ def main() -> None:
         placements = {name: placements[name] for name in args.placements}
     print(f"{args.graph} ({g.n_ops} ops, {g.n_edges} edges, {dg.collective_ops(g).size} collective ops) on "
           f"{args.topology}; makespans [ms]")
-    header = f"{'placement':<14} {'fan-outs':>8} {'p2p':>9}" + "".join(f" {'teccl C=' + str(c):>10}" for c in args.chunks)
+    header = f"{'placement':<14} {'fan-outs':>8} {'p2p':>9}" + "".join(
+        f" {'teccl C=' + str(c):>10}" for c in args.chunks
+    )
     rows = {name: [f"{name:<14} {_fanouts(g, a):>8d} {dg.simulate(g, a, topology=topo).makespan * 1e3:9.3f}"]
             for name, a in placements.items()}
     costs = []

@@ -131,9 +131,11 @@ def fmt(x: float | None, nd: int = 1) -> str:
 
 def report(results: dict) -> None:
     print("\n## Quality (makespan, paper units; 4 devices; reference simulator)\n")
-    print("| graph | DOPPLER greedy | DOPPLER best-of-K | DOPPLER best ckpt greedy / best-of-K | DOPPLER best found in training "
+    print("| graph | DOPPLER greedy | DOPPLER best-of-K | DOPPLER best ckpt greedy / best-of-K "
+          "| DOPPLER best found in training "
           "| SEL-only greedy / best | PLC-only greedy / best | Placeto | GDP "
-          "| CP | HEFT | local search | best known (paper / ours) | LB | DOPPLER decodes / paper best | best found / paper best |")
+          "| CP | HEFT | local search | best known (paper / ours) | LB "
+          "| DOPPLER decodes / paper best | best found / paper best |")
     print("|" + "---|" * 16)
     for graph in GRAPHS:
         r = results.get(graph)
@@ -149,9 +151,11 @@ def report(results: dict) -> None:
         ratio = f"{best / PAPER_BEST[graph]:.3f}" if best else "-"
         found = d.get("best_found")
         found_ratio = f"{found / PAPER_BEST[graph]:.3f}" if found else "-"
-        print(f"| {graph.split('/')[1]} | {fmt(d.get('greedy'))} | {fmt(d.get('best_of_k'))} | {fmt(bc.get('greedy'))} / {fmt(bc.get('best_of_k'))} "
+        print(f"| {graph.split('/')[1]} | {fmt(d.get('greedy'))} | {fmt(d.get('best_of_k'))} "
+              f"| {fmt(bc.get('greedy'))} / {fmt(bc.get('best_of_k'))} "
               f"| {fmt(found)} "
-              f"| {fmt(sel.get('greedy'))} / {fmt(sel.get('best_of_k'))} | {fmt(plc.get('greedy'))} / {fmt(plc.get('best_of_k'))} "
+              f"| {fmt(sel.get('greedy'))} / {fmt(sel.get('best_of_k'))} "
+              f"| {fmt(plc.get('greedy'))} / {fmt(plc.get('best_of_k'))} "
               f"| {fmt(pl.get('makespan')) if 'makespan' in pl else pl.get('skipped', '-')[:20]} "
               f"| {fmt(gd.get('makespan')) if 'makespan' in gd else gd.get('skipped', '-')[:20]} "
               f"| {fmt(h.get('critical_path'))} | {fmt(h.get('heft'))} | {fmt(h.get('local_search'))} "
@@ -169,7 +173,8 @@ def report(results: dict) -> None:
         for key in ("placeto", "gdp"):
             d = results.get(graph, {}).get(key)
             if d and "episodes" in d:
-                print(f"| {graph.split('/')[1]} | {key} | {d['episodes']} | {fmt(d.get('seconds_per_episode'), 3)} | | | |")
+                print(f"| {graph.split('/')[1]} | {key} | {d['episodes']} "
+                      f"| {fmt(d.get('seconds_per_episode'), 3)} | | | |")
 
 
 def main() -> None:
@@ -182,7 +187,8 @@ def main() -> None:
     p.add_argument("--k", type=int, default=64, help="sampled decodes of each final policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", nargs="+", default=["heuristics", "doppler", "sel", "plc", "placeto", "gdp"])
-    p.add_argument("--train-json", default="{}", help="extra TrainArgs fields of the DOPPLER and ablation runs, as JSON "
+    p.add_argument("--train-json", default="{}",
+                   help="extra TrainArgs fields of the DOPPLER and ablation runs, as JSON "
                    "(e.g. '{\"policy_kwargs\": {\"id_features\": 16}}')")
     p.add_argument("--out", default="out/bench_quality")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")

@@ -43,6 +43,7 @@ for the rest of the process; the error message says so.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -320,10 +321,8 @@ def run_cuda(
         timing_ev.clear()
         copy_ev.clear()
         if res.error is not None:
-            try:
+            with contextlib.suppress(Exception):
                 torch.cuda.empty_cache()
-            except Exception:  # noqa: BLE001
-                pass
     if interrupted is not None:
         raise interrupted
     return res

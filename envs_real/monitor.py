@@ -21,6 +21,7 @@ torch GPU indices are matched to NVML devices by UUID, then PCI bus id (so
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -105,10 +106,8 @@ class NvmlMonitor:
         except Exception as exc:  # noqa: BLE001  a monitor never breaks a run
             self.report = unavailable(f"NVML failed while summarising: {type(exc).__name__}: {exc}")
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
-                pass
         return self.report
 
     def __enter__(self) -> NvmlMonitor:
@@ -136,10 +135,8 @@ class NvmlMonitor:
             self._handles = [self._handle(d) for d in self.devices]
             self._names = [_text(_call(pynvml.nvmlDeviceGetName, h)) for h in self._handles]
         except Exception as exc:  # noqa: BLE001
-            try:
+            with contextlib.suppress(Exception):
                 pynvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
-                pass
             return f"could not find the NVML device of {self.devices}: {type(exc).__name__}: {exc}"
         return None
 
@@ -231,10 +228,8 @@ class NvmlMonitor:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
+            with contextlib.suppress(Exception):  # keep sampling what still works
                 self._sample_all()
-            except Exception:  # noqa: BLE001  keep sampling what still works
-                pass
 
     def _summary(self, i: int, end: dict[str, Any], duration: float) -> dict[str, Any]:
         samples = self._samples[i]

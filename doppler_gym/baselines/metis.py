@@ -76,7 +76,11 @@ def metis_partition(
     vertex_w = integer_weights(graph.flops, minimum=0)
     speed = np.ones(d) if config.cost_model == "raw" else topology.speed
     cut, parts = pymetis.part_graph(
-        d, adjacency=pymetis.CSRAdjacency(xadj, tails[by_head]), vweights=vertex_w, eweights=edge_w[by_head], tpwgts=(speed / speed.sum()).tolist(),
+        d,
+        adjacency=pymetis.CSRAdjacency(xadj, tails[by_head]),
+        vweights=vertex_w,
+        eweights=edge_w[by_head],
+        tpwgts=(speed / speed.sum()).tolist(),
         options=pymetis.Options(seed=seed),
     )
     assignment = np.asarray(parts, dtype=np.int64)

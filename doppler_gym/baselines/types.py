@@ -46,7 +46,11 @@ class Placement:
             raise ValueError(f"{where}: order must be a permutation of the op ids 0..{n - 1}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"Placement: name must be a non-empty string, got {self.name!r}")
-        if not (isinstance(self.makespan, (int, float, np.floating)) and math.isfinite(self.makespan) and self.makespan >= 0):
+        if not (
+            isinstance(self.makespan, (int, float, np.floating))
+            and math.isfinite(self.makespan)
+            and self.makespan >= 0
+        ):
             raise ValueError(f"{where}: makespan must be a finite number >= 0, got {self.makespan!r}")
         if not (isinstance(self.seconds, (int, float, np.floating)) and self.seconds >= 0):
             raise ValueError(f"{where}: seconds must be a number >= 0, got {self.seconds!r}")

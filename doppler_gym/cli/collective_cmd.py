@@ -56,10 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--topology", default="dgx1", metavar="NAME",
                    help=f"{', '.join(names())} (K chassis, L x L mesh), or a doppler topology preset (default dgx1)")
-    p.add_argument("--collective", default="allgather", metavar="KIND", help=f"{', '.join(COLLECTIVES)} (default allgather)")
-    p.add_argument("--buffer", default="1GB", metavar="SIZE", help="output buffer per GPU, e.g. 1GB, 64MB, 1e9 (default 1GB)")
+    p.add_argument("--collective", default="allgather", metavar="KIND",
+                   help=f"{', '.join(COLLECTIVES)} (default allgather)")
+    p.add_argument("--buffer", default="1GB", metavar="SIZE",
+                   help="output buffer per GPU, e.g. 1GB, 64MB, 1e9 (default 1GB)")
     p.add_argument("--chunks", type=int, default=1, metavar="C", help="chunks per GPU (alltoall: per pair), default 1")
-    p.add_argument("--root", metavar="GPU", help="root of broadcast/scatter/gather: node id or name (default the first GPU)")
+    p.add_argument("--root", metavar="GPU",
+                   help="root of broadcast/scatter/gather: node id or name (default the first GPU)")
     p.add_argument("--epoch", default="fast", metavar="fast|slow|SECONDS",
                    help="epoch length: one chunk on the fastest link (fast), on the slowest (slow), or seconds")
     p.add_argument("--method", default="milp", metavar="M[,M...]",
@@ -242,7 +245,10 @@ def _fmt_bytes(x: float) -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = f"{'method':<8}{'epochs':>8}{'bound':>7}{'tau':>13}{'finish':>13}{'algbw GB/s':>12}{'solver':>11}{'optimal':>9}{'valid':>7}"
+    head = (
+        f"{'method':<8}{'epochs':>8}{'bound':>7}{'tau':>13}{'finish':>13}"
+        f"{'algbw GB/s':>12}{'solver':>11}{'optimal':>9}{'valid':>7}"
+    )
     print(head)
     for r in rows:
         s = r.schedule
@@ -251,7 +257,8 @@ def print_table(rows: list[Row]) -> None:
         print(
             f"{r.method:<8}{s.epochs:>8}{r.bound_epochs if r.bound_epochs is not None else '-':>7}{tau:>13}"
             f"{common.fmt_time(s.finish_time, 's'):>13}{s.algo_bandwidth / 1e9:>12.4g}"
-            f"{common.fmt_time(s.solver_seconds, 's'):>11}{'yes' if s.optimal else 'no':>9}{'ok' if r.valid else 'NO':>7}"
+            f"{common.fmt_time(s.solver_seconds, 's'):>11}"
+            f"{'yes' if s.optimal else 'no':>9}{'ok' if r.valid else 'NO':>7}"
         )
 
 
@@ -263,7 +270,9 @@ def write_json(path: str, topo: CommTopology, kind: str, buffer_bytes: float, ch
             "topology": t.name, "demand": p.demand.name, "chunk_bytes": p.chunk_bytes, "tau": p.tau,
             "epochs": p.epochs, "n_sends": p.n_sends,
             "links": [[t.node_names[a], t.node_names[b]] for a, b in zip(t.src.tolist(), t.dst.tolist())],
-            "commodities": [[t.node_names[s], int(c)] for s, c in zip(p.demand.source.tolist(), p.demand.chunk.tolist())],
+            "commodities": [
+                [t.node_names[s], int(c)] for s, c in zip(p.demand.source.tolist(), p.demand.chunk.tolist())
+            ],
             "sends": p.sends.tolist(),
         }
 
@@ -274,7 +283,8 @@ def write_json(path: str, topo: CommTopology, kind: str, buffer_bytes: float, ch
             {
                 "method": r.method, "epochs": r.schedule.epochs, "lower_bound_epochs": r.bound_epochs,
                 "finish_time": r.schedule.finish_time, "algo_bandwidth": r.schedule.algo_bandwidth,
-                "solver_seconds": r.schedule.solver_seconds, "optimal": r.schedule.optimal, "valid": r.valid, "errors": r.errors[:20], "phases": [phase(p) for p in r.phases],
+                "solver_seconds": r.schedule.solver_seconds, "optimal": r.schedule.optimal, "valid": r.valid,
+                "errors": r.errors[:20], "phases": [phase(p) for p in r.phases],
             }
             for r in rows
         ],

@@ -57,8 +57,11 @@ def run_info(args: argparse.Namespace) -> int:
     else:
         cap = float(topo.speed.sum())
         rows += [
-            ("total work", f"{common.fmt_count(g.total_flops, 'FLOP')}  "
-                           f"({common.fmt_time(g.total_flops / cap / config.time_divisor, unit)} spread over {topo.name})"),
+            (
+                "total work",
+                f"{common.fmt_count(g.total_flops, 'FLOP')}  "
+                f"({common.fmt_time(g.total_flops / cap / config.time_divisor, unit)} spread over {topo.name})",
+            ),
             ("output data", common.fmt_count(float(g.out_bytes.sum()), "B")),
         ]
     rows += [

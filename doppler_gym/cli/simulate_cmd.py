@@ -122,7 +122,9 @@ def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bo
     busy, util = trace.device_busy, trace.utilisation
     print(f"{'device':<14}{'ops':>5}  {'busy':>20}  {'utilisation':>11}")
     for d in range(trace.n_devices):
-        print(f"{topo.device_label(d):<14}{counts[d]:>5}  {common.fmt_time(float(busy[d]), unit):>20}  {util[d]:>10.1%}")
+        print(
+            f"{topo.device_label(d):<14}{counts[d]:>5}  {common.fmt_time(float(busy[d]), unit):>20}  {util[d]:>10.1%}"
+        )
 
 
 def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float) -> None:

@@ -161,7 +161,9 @@ class _Packer:
         return np.array(self.rows, dtype=np.int32).reshape(-1, 3)
 
 
-def _setup(topology: object, demand: Demand, chunk_bytes: float, tau: float | None) -> tuple[CommTopology, float, LinkTiming]:
+def _setup(
+    topology: object, demand: Demand, chunk_bytes: float, tau: float | None
+) -> tuple[CommTopology, float, LinkTiming]:
     topo = comm_topology(topology)
     if demand.n_nodes != topo.n_nodes:
         raise ValueError(

@@ -128,7 +128,9 @@ def canonical_kind(kind: str) -> str:
     for name in COLLECTIVES:
         if key == name.replace("-", ""):
             return name
-    raise ValueError(f"unknown collective {kind!r}: use one of {', '.join(COLLECTIVES)} or a {{source: destinations}} mapping")
+    raise ValueError(
+        f"unknown collective {kind!r}: use one of {', '.join(COLLECTIVES)} or a {{source: destinations}} mapping"
+    )
 
 
 def is_composite(kind: str) -> bool:
@@ -185,7 +187,9 @@ def make_demand(
         return _multicast(kind, topo, c)
     name = canonical_kind(kind)
     if name in _COMPOSITION:
-        parts = " then ".join(f"{k}{' (reversed topology, backwards in time)' if r else ''}" for k, r in _COMPOSITION[name])
+        parts = " then ".join(
+            f"{k}{' (reversed topology, backwards in time)' if r else ''}" for k, r in _COMPOSITION[name]
+        )
         raise ValueError(
             f"make_demand: {name} is composite ({parts}); build the part demands with make_demand('allgather', "
             f"...) on reverse_topology(topology) / topology, or call doppler_gym.comm.solve which composes them"

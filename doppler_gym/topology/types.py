@@ -49,7 +49,9 @@ class Topology:
         where = f"topology {self.name!r}"
         speed = np.array(self.speed, dtype=np.float64)
         if speed.ndim != 1 or speed.shape[0] < 1:
-            raise ValueError(f"{where}: speed must be a 1-D array with one FLOP/s value per device, got shape {speed.shape}")
+            raise ValueError(
+                f"{where}: speed must be a 1-D array with one FLOP/s value per device, got shape {speed.shape}"
+            )
         d = speed.shape[0]
         memory = _broadcast(self.memory, (d,), "memory", where)
         bandwidth = _broadcast(self.bandwidth, (d, d), "bandwidth", where)

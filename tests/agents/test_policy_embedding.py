@@ -162,6 +162,9 @@ def test_identity_features_tell_apart_ops_that_structure_makes_equal():
         emb_ids = with_ids.features_extractor.static(batch).emb[0]
     torch.testing.assert_close(emb[1], emb[2])
     assert not torch.allclose(emb_ids[1], emb_ids[2])
-    assert with_ids.features_extractor.static.gnn.input[0].in_features == plain.features_extractor.static.gnn.input[0].in_features + 4
+    assert (
+        with_ids.features_extractor.static.gnn.input[0].in_features
+        == plain.features_extractor.static.gnn.input[0].in_features + 4
+    )
     with pytest.raises(ValueError, match="id_features"):
         StaticEncoder(id_features=-1)

@@ -31,8 +31,16 @@ def cases():
     return [
         (small_random(1, n_ops=8), 3, RAW),
         (dg.load_graph("paper/ffnn"), 4, None),
-        (dg.workloads.make("random", n_ops=40, seed=3), dg.Topology.preset("v100x8-dgx1"), dg.SimConfig(queue_order="priority", streams=2)),
-        (small_random(2, n_ops=9), dg.Topology.preset("p100x4"), dg.SimConfig(link_model="fifo", queue_order="priority")),
+        (
+            dg.workloads.make("random", n_ops=40, seed=3),
+            dg.Topology.preset("v100x8-dgx1"),
+            dg.SimConfig(queue_order="priority", streams=2),
+        ),
+        (
+            small_random(2, n_ops=9),
+            dg.Topology.preset("p100x4"),
+            dg.SimConfig(link_model="fifo", queue_order="priority"),
+        ),
     ]
 
 

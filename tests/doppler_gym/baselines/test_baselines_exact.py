@@ -46,7 +46,9 @@ def test_brute_force_refuses_large_graphs():
         baselines.brute_force(small_random(0, n_ops=13), 2, RAW)
 
 
-@pytest.mark.parametrize("graph", [two_chains(), fork_join(), make_graph([(0, 1), (1, 2)], [3, 1, 2], [1, 5, 1], "chain")])
+@pytest.mark.parametrize(
+    "graph", [two_chains(), fork_join(), make_graph([(0, 1), (1, 2)], [3, 1, 2], [1, 5, 1], "chain")]
+)
 def test_cp_sat_optimum_equals_brute_force_on_tiny_graphs(graph):
     """On these instances the schedule optimum is also reached by FIFO work-conserving execution."""
     cp = baselines.cp_sat(graph, 2, RAW, time_limit=10, workers=1)

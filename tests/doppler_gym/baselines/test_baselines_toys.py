@@ -20,7 +20,9 @@ def test_two_chains_one_per_device(name):
     g = two_chains()
     p = baselines.run(name, g, 2, RAW, **FAST.get(name, {}))
     assert p.makespan == 3.0
-    assert p.assignment[0] == p.assignment[1] == p.assignment[2] != p.assignment[3] == p.assignment[4] == p.assignment[5]
+    assert (
+        p.assignment[0] == p.assignment[1] == p.assignment[2] != p.assignment[3] == p.assignment[4] == p.assignment[5]
+    )
 
 
 @pytest.mark.parametrize("name", STRUCTURED)
