@@ -79,13 +79,14 @@ def simulate(
                 topo_devices = topology.n_devices if isinstance(topology, Topology) else 0
                 ok = low >= 0 and high < topo_devices
             if ok:
-                problem = _packed(graph, topology, topo_devices, config)
+                entry = _packed(graph, topology, topo_devices, config)
+                problem = entry.problem
                 if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
                     if len(_FAST) >= 64:
                         _FAST.clear()
-                    # topology=None: the device count came from this assignment, later ones must match
-                    fast = problem if topology is not None else problem.with_exact_devices()
-                    _FAST[(id(graph), id(topology), id(config))] = CacheEntry(graph, topology, config, fast)
+                    if topology is None:  # the device count came from this assignment: later ones must match
+                        entry = CacheEntry(graph, topology, config, problem.with_exact_devices())
+                    _FAST[(id(graph), id(topology), id(config))] = entry
                 if assignment.shape[0] == problem.n_ops > 0:
                     if assignment.dtype.num != _INT32_NUM or not assignment.flags.c_contiguous:
                         assignment = assignment.astype(np.int32)
@@ -99,7 +100,7 @@ def simulate(
         )
     assign = as_device_ids(graph, assignment, "assignment")
     topo_devices = device_count(topology, assign)
-    problem = _packed(graph, topology, topo_devices, config)
+    problem = _packed(graph, topology, topo_devices, config).problem
     return _run_single(problem, graph, assign, topology, priorities, config)
 
 
@@ -154,18 +155,19 @@ _LAST_CALL: list = [None]  # the _FAST entry of the most recent fast call
 _PACKED: dict = {}  # (id(graph), id(topology), n_devices, id(config)) -> CacheEntry
 
 
-def _packed(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> PackedProblem:
-    """:func:`~doppler_gym.sim.packing.pack`, cached by object identity first (a dict lookup and
-    three ``is`` checks, cheaper than hashing the objects by value as ``pack``'s cache does)."""
+def _packed(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> CacheEntry:
+    """The entry of :func:`~doppler_gym.sim.packing.pack`'s problem, cached by object identity first
+    (a dict lookup and three ``is`` checks, cheaper than hashing the objects by value as ``pack``'s
+    cache does)."""
     key = (id(graph), id(topology), n_devices, id(config))
     entry = _PACKED.get(key)
     if entry is not None and entry.graph is graph and entry.topology is topology and entry.config is config:
-        return entry.problem
-    problem = pack(graph, topology, n_devices, config)
+        return entry
+    entry = CacheEntry(graph, topology, config, pack(graph, topology, n_devices, config))
     if len(_PACKED) >= 64:
         _PACKED.clear()
-    _PACKED[key] = CacheEntry(graph, topology, config, problem)
-    return problem
+    _PACKED[key] = entry
+    return entry
 
 
 def simulate_batch(

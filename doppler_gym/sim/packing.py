@@ -100,11 +100,16 @@ class PackedProblem:
     def with_exact_devices(self) -> PackedProblem:
         """This problem, for assignments that must use device ``n_devices - 1`` (``meta[Meta.EXACT_DEVICES]``:
         :func:`~doppler_gym.sim.kernels.run_packed` rejects others, as when ``topology=None`` took
-        the device count from an assignment)."""
-        meta = self.meta.copy()
-        meta[Meta.EXACT_DEVICES] = 1
-        meta.setflags(write=False)
-        return replace(self, meta=meta)
+        the device count from an assignment); cached per problem."""
+        return _with_exact_devices(self)
+
+
+@lru_cache(maxsize=64)
+def _with_exact_devices(problem: PackedProblem) -> PackedProblem:
+    meta = problem.meta.copy()
+    meta[Meta.EXACT_DEVICES] = 1
+    meta.setflags(write=False)
+    return replace(problem, meta=meta)
 
 
 @lru_cache(maxsize=64)
