@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # only for torch>=2.2, so a GPU machine may install its CUDA build instead.
 TORCH ?= torch==2.13.0
 
-.PHONY: install test demo bench clean
+.PHONY: install lint test demo bench clean
 
 install: $(STAMP)
 
@@ -18,7 +18,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,solvers]'
 	touch $(STAMP)
 
-test: install
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: lint
 	$(PY) -m pytest -q
 
 demo: install
