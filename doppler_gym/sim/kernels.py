@@ -340,12 +340,7 @@ def _on_arrived_group(
         else:
             t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
         if t == now:
-            edge_end[U(e)] = now
-            missing[U(c)] -= 1
-            if missing[U(c)] == 0:
-                fifo[U(f_tail)] = (v_next << 32) | (e << 3) | DELIVERED
-                f_tail += 1
-                v_next += 1
+            f_tail, v_next = _on_arrived(e, now, edge_dst, edge_end, missing, fifo, f_tail, v_next)
     return f_tail, v_next
 
 

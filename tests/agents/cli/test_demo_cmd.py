@@ -25,7 +25,8 @@ def test_demo_errors_are_one_line(capsys, argv, needle):
 
 def test_demo_trains_on_the_default_graph_and_compares_with_the_baselines(capsys, tmp_path):
     out_dir = tmp_path / "demo"
-    code, out, _ = run(capsys, "demo", "--budget-minutes", "0.05", "--out", str(out_dir))
+    # 9 s in all: imitation's share can overrun on cold Numba and torch caches; the RL stage still gets time
+    code, out, _ = run(capsys, "demo", "--budget-minutes", "0.15", "--out", str(out_dir))
     assert code == 0, out
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["graph"] == "paper/chainmm" and summary["n_devices"] == 4 and summary["time_unit"] == "paper"
