@@ -48,7 +48,7 @@ GRAPHS = ("paper/chainmm", "paper/ffnn", "paper/llama-block", "paper/llama-layer
 PAPER_BEST = {"paper/chainmm": 1200.1, "paper/ffnn": 64.2, "paper/llama-block": 167.1, "paper/llama-layer": 156.6}
 """The DOPPLER paper's best known makespans (paper units, 4 devices)."""
 SEARCH_BEST = {"paper/chainmm": 1200.07, "paper/ffnn": 56.70, "paper/llama-block": 166.8, "paper/llama-layer": 122.7}
-"""Ours: local search / METIS (issue 3 notes); ffnn and chainmm equal the lower bound."""
+"""Found by our local search and METIS; ffnn and chainmm equal the lower bound."""
 DEVICES = 4
 TARGET = 1.05  # within 5 % of the best known
 

@@ -19,7 +19,7 @@ Stages (DOPPLER paper §4):
    actions by ``il_label_smoothing`` (so the policy still samples other actions in stage 2), minus
    ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
    (so the critic is warm for stage 2). ``il_teacher="search"`` swaps the PLC teacher for a
-   local-search placement of the graph (:mod:`agents.training.teacher`), so imitation is no longer
+   local-search placement of the graph (:mod:`agents.training.teacher`), so imitation is not
    capped at the heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects

@@ -1,6 +1,6 @@
-"""Time-partitioned chunk scheduling (TE-CCL's A* rounds, study section 1.4) for topologies too big for one model.
+"""Time-partitioned chunk scheduling (TE-CCL's A* rounds) for topologies too big for one model.
 
-Time is cut into rounds of ``R`` epochs (default ``max(15, max lag + max window)``, the study's
+Time is cut into rounds of ``R`` epochs (default ``max(15, max lag + max window)``, TE-CCL's
 ``E_r``). Each round solves the chunk model of :mod:`doppler_gym.comm.cpsat_model` over its own
 epochs, starting from what the previous rounds left:
 

@@ -157,7 +157,7 @@ def solve(topology: Any, collective: str | Mapping, buffer_bytes: float | str, c
         early_delivery: MILP only: left-shift sends to their earliest valid epochs after the search.
         objective_budget: MILP only: CP-SAT deterministic-time budget for the released early-delivery
             objective at the minimum horizon (0: off; see :mod:`doppler_gym.comm.milp`).
-        round_epochs: rounds only: epochs per round (default: the study's ``max(15, lag + window)``).
+        round_epochs: rounds only: epochs per round (default: TE-CCL's ``E_r = max(15, lag + window)``).
         round_budget: rounds only: CP-SAT deterministic-time budget per round (more: better, slower).
 
     Returns:

@@ -1,4 +1,4 @@
-"""Package-level contract: public names, and no heavy imports at import time (DESIGN.md §2)."""
+"""Package-level contract: public names, and no heavy imports at import time (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_public_api_names():
     assert "paper/ffnn" in dg.paper_graph_names()
 
 
-UPPER = ("agents", "envs_real")  # the layers above doppler_gym (DESIGN.md §2)
+UPPER = ("agents", "envs_real")  # the layers above doppler_gym (docs/architecture.md)
 
 
 def test_no_doppler_gym_module_imports_an_upper_layer():

@@ -55,7 +55,7 @@ def test_slow_link_window_in_cut_bound():
     [
         ("dgx1", "allgather", 1e9, "fast", 3),  # bound = optimum
         ("dgx2-2", "allgather", 1e9, "slow", 4),  # bound = optimum
-        ("dgx2-2", "allgather", 1e9, "fast", 31),  # the study's certificate for the CP-SAT result
+        ("dgx2-2", "allgather", 1e9, "fast", 31),  # bound = CP-SAT's optimum
         ("ndv2-2", "alltoall", 1e9, "slow", 64),  # the NIC bound: 64 chunks of 62.5 MB at 12.5 GB/s
         ("dgx2-2", "alltoall", 1e9, "slow", 32),  # 256 chunks over 8 IB links
     ],

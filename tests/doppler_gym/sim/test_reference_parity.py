@@ -177,7 +177,7 @@ def test_oracle_device_queue_is_fifo_by_request_time_not_op_id():
     assert port.makespan == 7.0
 
 
-# ---------------------------------------------------------------------------------------- anchors
+# ---------------------------------------------------------------------------- hand-computed anchors
 @pytest.mark.parametrize("name", PAPER_GRAPHS)
 def test_one_device_anchor(name):
     g = _graph(name)
