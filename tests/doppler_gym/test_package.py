@@ -26,11 +26,12 @@ def test_public_api_names():
     for name in (
         "DataflowGraph", "OpSpec", "Topology", "SimConfig", "Trace", "load_graph", "save_graph",
         "simulate", "simulate_batch", "makespan_lower_bound", "instances", "b_level", "t_level", "workloads",
-        "baselines",
+        "baselines", "cluster",
     ):
         assert hasattr(dg, name), name
     assert callable(dg.workloads.make)
     assert "paper/ffnn" in dg.paper_graph_names()
+    assert callable(dg.cluster.run)
 
 
 UPPER = ("agents", "envs_real")  # the layers above doppler_gym (docs/architecture.md)

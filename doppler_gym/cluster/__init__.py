@@ -1,0 +1,63 @@
+"""Job-level simulation of a shared GPU cluster: online training jobs, schedulers, GPU sharing,
+failures and checkpoints.
+
+>>> from doppler_gym import cluster
+>>> trace = cluster.traces.generate(200, seed=0)
+>>> c = cluster.Cluster.uniform(8, 8)                       # 64 V100 in DGX-1 nodes
+>>> r = cluster.run(trace, c, "las", seed=0)
+>>> r.avg_jct, r.p99_jct, r.utilisation                     # doctest: +SKIP
+
+Modules: :mod:`~.types` (Node, Cluster, Job, Trace), :mod:`~.traces` (generated and shipped traces),
+:mod:`~.timing` (a job's iteration time: its profile, or its graph simulated on a sub-topology),
+:mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, checkpoints, Young's
+interval), :mod:`~.schedulers`, :mod:`~.engine` (the event loop) and :mod:`~.metrics`.
+"""
+
+from __future__ import annotations
+
+from doppler_gym.cluster import schedulers, traces
+from doppler_gym.cluster.engine import simulate_cluster
+from doppler_gym.cluster.failures import LLAMA3_GPU_MTBF, FailureModel, young_interval
+from doppler_gym.cluster.interference import GavelInterference, ParametricInterference
+from doppler_gym.cluster.metrics import ClusterResult
+from doppler_gym.cluster.schedulers import Scheduler
+from doppler_gym.cluster.timing import IterationTimes
+from doppler_gym.cluster.types import Cluster, Job, Node, Trace
+
+__all__ = [
+    "LLAMA3_GPU_MTBF", "Cluster", "ClusterResult", "FailureModel", "GavelInterference", "IterationTimes", "Job",
+    "Node", "ParametricInterference", "Scheduler", "Trace", "run", "schedulers", "traces", "young_interval",
+]
+
+
+def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
+        failures: FailureModel | None = None, interference: object | None = None,
+        times: IterationTimes | None = None) -> ClusterResult:
+    """Simulate ``trace`` on ``cluster`` under ``scheduler``; returns a :class:`ClusterResult`.
+
+    Args:
+        trace: a :class:`Trace`, or a shipped trace name (``traces.names()``).
+        cluster: the :class:`Cluster`.
+        scheduler: a name (``schedulers.names()``: fifo, srtf, las, tiresias, gandiva) or a
+            :class:`Scheduler` instance (for options, e.g. ``schedulers.LAS(round_s=300)``).
+        seed: seeds the failure process (same seed, same result).
+        failures: the :class:`FailureModel` (default: none).
+        interference: ``(type_a, type_b, gpu_type) -> (f_a, f_b) | None`` for GPU sharing (default
+            :class:`GavelInterference`, with the parametric model for types Gavel did not measure).
+        times: an :class:`IterationTimes` to reuse its cache of simulated iteration times across runs.
+
+    Raises:
+        ValueError: an unknown trace or scheduler name, a job needing more GPUs than the cluster has,
+            or a profile without the GPU type a job is placed on.
+    """
+    if isinstance(trace, str):
+        trace = traces.load(trace)
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a Trace or a shipped trace name ({', '.join(traces.names())}), "
+                        f"got {type(trace).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster, got {type(cluster).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=seed,
+                            failures=failures or FailureModel(), interference=interference, times=times)

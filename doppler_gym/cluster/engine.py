@@ -1,0 +1,276 @@
+"""Event-driven simulation of a trace of jobs on a cluster under a scheduler.
+
+Events: job arrivals, completions, GPU failures, restarts (end of a restart delay) and, for
+schedulers with ``round_s``, round ticks. Between two events every running job advances along its
+work timeline (:mod:`doppler_gym.cluster.failures`) at its speed (1 alone, the interference fraction
+when it shares a GPU). At each event the scheduler orders the active jobs and the engine allocates
+GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
+
+Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
+as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
+got (:class:`doppler_gym.cluster.timing.IterationTimes`). Bandwidth shared between jobs and
+stragglers are not modelled.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from doppler_gym.cluster import failures as fl
+from doppler_gym.cluster.interference import GavelInterference
+from doppler_gym.cluster.metrics import ClusterResult, summarise
+from doppler_gym.cluster.schedulers import JobView, Scheduler
+from doppler_gym.cluster.timing import IterationTimes
+from doppler_gym.cluster.types import Cluster, Trace
+
+_ARRIVAL, _RESTART, _ROUND, _FAILURE = 0, 1, 2, 3
+_WAITING, _RUNNING, _RESTARTING, _DONE, _FUTURE = 0, 1, 2, 3, 4
+_EPS = 1e-9
+
+
+def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
+                     failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
+                     max_events: int = 10_000_000) -> ClusterResult:
+    """Run the simulation; see :func:`doppler_gym.cluster.run` for the arguments."""
+    rng = np.random.default_rng(seed)
+    interference = interference if interference is not None else GavelInterference()
+    times = times if times is not None else IterationTimes(cluster)
+    jobs = trace.jobs
+    n = len(jobs)
+    n_gpus = cluster.n_gpus
+    for j in jobs:
+        if j.gpus > n_gpus:
+            raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {n_gpus} GPUs ({cluster.name})")
+    gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])
+    gpu_type = [cluster.nodes[k].gpu_type for k in gpu_node]
+
+    arrival = np.array([j.arrival for j in jobs], dtype=np.float64)  # (n,) [s]
+    req = np.array([j.gpus for j in jobs], dtype=np.int64)  # (n,)
+    status = np.full(n, _FUTURE, dtype=np.int8)
+    progress = np.zeros(n)  # (n,) [solo s] along the work timeline
+    work = np.zeros(n)  # (n,) [solo s] total, at the current iteration time
+    iter_time = np.full(n, np.nan)  # (n,) [s] on the current/last allocation
+    speed = np.zeros(n)  # (n,) solo seconds per second while running
+    attained = np.zeros(n)  # (n,) [GPU s] held
+    held = np.zeros(n)  # (n,) [s] wall time holding GPUs
+    first_start = np.full(n, np.nan)
+    completion = np.full(n, np.nan)
+    interruptions = np.zeros(n, dtype=np.int64)
+    lost = np.zeros(n)  # (n,) [solo s] of work lost to failures
+    alloc: list[list[int]] = [[] for _ in range(n)]
+    occupants: list[list[int]] = [[] for _ in range(n_gpus)]
+    n_busy = [0]  # GPUs holding at least one job (a cell the closures update)
+    busy_gpu_s = 0.0  # [GPU s] with at least one job
+    work_gpu_s = 0.0  # [GPU s] solo-equivalent work delivered: sum of speed x GPUs over running jobs
+    util_t: list[float] = [0.0]
+    util_v: list[int] = [0]
+
+    events: list[tuple[float, int, int, int]] = []  # (time [s], kind, seq, job)
+    seq = 0
+    for i in range(n):
+        heapq.heappush(events, (arrival[i], _ARRIVAL, seq, i))
+        seq += 1
+    fail_rate = n_gpus / failures.gpu_mtbf  # [1/s], whole cluster
+    if fail_rate > 0:
+        heapq.heappush(events, (float(rng.exponential(1.0 / fail_rate)), _FAILURE, seq, -1))
+        seq += 1
+    if scheduler.round_s is not None:
+        heapq.heappush(events, (float(scheduler.round_s), _ROUND, seq, -1))
+        seq += 1
+
+    def job_speeds(i: int) -> float:
+        f = 1.0
+        for g in alloc[i]:
+            for o in occupants[g]:
+                if o != i:
+                    pair = interference(jobs[i].job_type, jobs[o].job_type, gpu_type[g])
+                    f = min(f, pair[0] if pair else 1.0)
+        return f
+
+    def set_time(i: int) -> None:
+        """Iteration time on the job's current allocation; rescales its timeline if it changed."""
+        job = jobs[i]
+        slow = max({gpu_type[g] for g in alloc[i]}, key=lambda t: times(job, t, len(alloc[i])))
+        t = times(job, slow, len(alloc[i]))
+        if not np.isnan(iter_time[i]) and t != iter_time[i]:
+            progress[i] = fl.rescale(progress[i], iter_time[i], t, job.checkpoint_every, job.checkpoint_cost)
+        iter_time[i] = t
+        work[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
+
+    def release(i: int) -> list[int]:
+        partners = set()
+        for g in alloc[i]:
+            occupants[g].remove(i)
+            partners.update(occupants[g])
+            n_busy[0] -= not occupants[g]
+        alloc[i] = []
+        speed[i] = 0.0
+        return sorted(partners)
+
+    def pick_free(k: int) -> list[int] | None:
+        if k > n_gpus - n_busy[0]:
+            return None
+        free_by_node: dict[int, list[int]] = {}
+        for g in range(n_gpus):
+            if not occupants[g]:
+                free_by_node.setdefault(int(gpu_node[g]), []).append(g)
+        if sum(len(v) for v in free_by_node.values()) < k:
+            return None
+        chosen: list[int] = []
+        fitting = [nd for nd, v in free_by_node.items() if len(v) >= k]
+        if fitting:  # the fullest node that holds the whole job (best fit)
+            nd = min(fitting, key=lambda x: (len(free_by_node[x]), x))
+            return free_by_node[nd][:k]
+        for nd in sorted(free_by_node, key=lambda x: (-len(free_by_node[x]), x)):
+            chosen += free_by_node[nd][: k - len(chosen)]
+            if len(chosen) == k:
+                break
+        return chosen
+
+    def pick_shared(i: int) -> list[int] | None:
+        ok = []
+        for g in range(n_gpus):
+            if len(occupants[g]) == 1:
+                pair = interference(jobs[i].job_type, jobs[occupants[g][0]].job_type, gpu_type[g])
+                if pair is not None and pair[0] > 0 and pair[1] > 0:
+                    ok.append(g)
+            if len(ok) == req[i]:
+                return ok
+        return None
+
+    def start(i: int, gpus_: list[int]) -> None:
+        alloc[i] = list(gpus_)
+        for g in gpus_:
+            n_busy[0] += not occupants[g]
+            occupants[g].append(i)
+        status[i] = _RUNNING
+        if np.isnan(first_start[i]):
+            first_start[i] = now
+        set_time(i)
+
+    def refresh_speeds() -> None:
+        for i in np.flatnonzero(status == _RUNNING):
+            speed[i] = job_speeds(int(i))
+
+    def reschedule() -> None:
+        active = [int(i) for i in np.flatnonzero((status == _WAITING) | (status == _RUNNING))]
+        active.sort(key=lambda i: (arrival[i], i))
+        if not active:
+            return
+        remaining = np.where(np.isnan(iter_time), 0.0, work - progress)
+        for i in active:  # unstarted jobs: their solo duration on their requested GPU count
+            if np.isnan(iter_time[i]):
+                job = jobs[i]
+                t = times(job, gpu_type[0], int(req[i]))
+                remaining[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
+        view = JobView(now=now, active=active, arrival=arrival, gpus=req, running=status == _RUNNING,
+                       attained=attained, remaining=remaining)
+        order = scheduler.order(view)
+        if scheduler.preemptive:
+            budget, keep = n_gpus, []
+            for i in order:
+                if req[i] <= budget:
+                    keep.append(i)
+                    budget -= req[i]
+            keep_set = set(keep)
+            for i in order:
+                if status[i] == _RUNNING and i not in keep_set:
+                    release(i)
+                    status[i] = _WAITING
+            for i in keep:
+                if status[i] == _WAITING:
+                    start(i, pick_free(int(req[i])))
+        else:
+            waiting = [i for i in order if status[i] == _WAITING]
+            left = []
+            for i in waiting:
+                got = pick_free(int(req[i]))
+                if got is None:
+                    left.append(i)
+                else:
+                    start(i, got)
+            if scheduler.share:
+                for i in order:  # a job sharing GPUs moves to free ones when they exist (migration, no cost)
+                    if status[i] == _RUNNING and any(len(occupants[g]) > 1 for g in alloc[i]):
+                        free = pick_free(int(req[i]))
+                        if free is not None:
+                            release(i)
+                            start(i, free)
+                for i in left:
+                    got = pick_shared(i)
+                    if got is not None:
+                        start(i, got)
+        refresh_speeds()
+
+    now = 0.0
+    n_done = 0
+    n_events = 0
+    while n_done < n:
+        n_events += 1
+        if n_events > max_events:
+            raise RuntimeError(f"cluster simulation exceeded max_events={max_events} at t={now:.1f} s")
+        running = np.flatnonzero(status == _RUNNING)
+        t_done = math.inf
+        if running.size:
+            with np.errstate(divide="ignore"):
+                ends = now + (work[running] - progress[running]) / speed[running]
+            t_done = float(ends.min())
+        t_evt = events[0][0] if events else math.inf
+        t_next = min(t_done, t_evt)
+        if not math.isfinite(t_next):
+            raise RuntimeError(f"cluster simulation stalled at t={now:.1f} s with {n - n_done} jobs unfinished")
+        dt = t_next - now
+        if dt > 0 and running.size:
+            progress[running] += speed[running] * dt
+            attained[running] += req[running] * dt
+            held[running] += dt
+            busy_gpu_s += n_busy[0] * dt  # GPUs busy since the last event
+            work_gpu_s += float(speed[running] @ req[running]) * dt
+        now = t_next
+        changed = False
+        for i in running:
+            if progress[i] >= work[i] * (1 - 1e-12) - _EPS:
+                progress[i] = work[i]
+                for p in release(int(i)):
+                    speed[p] = 0.0
+                status[i] = _DONE
+                completion[i] = now
+                n_done += 1
+                changed = True
+        while events and events[0][0] <= now + _EPS:
+            _, kind, _, i = heapq.heappop(events)
+            if kind in (_ARRIVAL, _RESTART):
+                status[i] = _WAITING
+            elif kind == _ROUND:
+                if n_done < n:
+                    heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))
+                    seq += 1
+            elif kind == _FAILURE:
+                g = int(rng.integers(n_gpus))
+                for v in list(occupants[g]):
+                    job = jobs[v]
+                    back = fl.rollback(progress[v], iter_time[v], job.checkpoint_every, job.checkpoint_cost)
+                    lost[v] += progress[v] - back
+                    progress[v] = back
+                    interruptions[v] += 1
+                    release(v)
+                    status[v] = _RESTARTING
+                    heapq.heappush(events, (now + failures.restart_delay, _RESTART, seq, v))
+                    seq += 1
+                if n_done < n:
+                    heapq.heappush(events, (now + float(rng.exponential(1.0 / fail_rate)), _FAILURE, seq, -1))
+                    seq += 1
+            changed = True
+        if changed:
+            reschedule()
+            if n_busy[0] != util_v[-1]:
+                util_t.append(now)
+                util_v.append(n_busy[0])
+
+    return summarise(trace=trace, cluster=cluster, scheduler=scheduler.name, seed=seed, completion=completion,
+                     first_start=first_start, iter_time=iter_time, held=held, interruptions=interruptions,
+                     lost=lost, busy_gpu_s=busy_gpu_s, work_gpu_s=work_gpu_s, util_t=np.array(util_t),
+                     util_v=np.array(util_v))

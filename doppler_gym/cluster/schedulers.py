@@ -1,0 +1,141 @@
+"""Scheduling policies: each orders the active jobs; the engine allocates GPUs in that order.
+
+A scheduler is a small object with
+
+- ``order(view) -> list[int]``: the active jobs (waiting or running; indices into the trace) in
+  priority order, from a :class:`JobView` of the state at this event;
+- ``preemptive``: if true, the engine runs the greedy prefix of the order that fits the cluster and
+  suspends the running jobs outside it (a suspension loses no work: the job keeps its progress, as
+  in the Tiresias and Gavel simulators); if false, running jobs are never stopped and waiting jobs
+  start, in order, on the GPUs that are free (skipping those that do not fit: backfilling);
+- ``share``: if true, waiting jobs that do not fit on free GPUs may be packed onto GPUs that hold
+  exactly one job (two jobs per GPU at most), at the speeds of the interference model;
+- ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] (for policies whose
+  priorities change while jobs run, such as LAS).
+
+Policies: ``fifo``; ``srtf`` (shortest remaining service, time x GPUs, first; durations known); ``las`` (2D
+least attained service: GPUs x time received, no duration knowledge); ``tiresias`` (2D-LAS
+discretised into queues by attained-service thresholds, FIFO within a queue; Gu et al., NSDI 2019);
+``gandiva`` (FIFO plus packing onto shared GPUs; Xiao et al., OSDI 2018).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class JobView:
+    """What a scheduler may read at an event (arrays over all jobs of the trace; read-only by convention).
+
+    Shapes: every array is ``(n_jobs,)``.
+    """
+
+    now: float  # [s]
+    active: list[int]  # waiting or running job indices, arrival order
+    arrival: np.ndarray  # float64 [s]
+    gpus: np.ndarray  # int64, requested GPUs
+    running: np.ndarray  # bool
+    attained: np.ndarray  # float64 [GPU s], GPUs x time held so far
+    remaining: np.ndarray  # float64 [s], solo time left at the current iteration time (srtf only)
+
+
+class Scheduler:
+    name = "base"
+    preemptive = False
+    share = False
+    round_s: float | None = None
+
+    def order(self, view: JobView) -> list[int]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class FIFO(Scheduler):
+    """First in, first out by arrival time; non-preemptive, with backfilling."""
+
+    name = "fifo"
+
+    def order(self, view: JobView) -> list[int]:
+        return list(view.active)
+
+
+class SRTF(Scheduler):
+    """Shortest remaining service first, preemptive; knows every job's duration.
+
+    Service is 2D, like LAS's: remaining solo time x GPUs (Tiresias' SRSF), so a short job on many
+    GPUs does not jump ahead of a slightly longer one on a single GPU.
+    """
+
+    name = "srtf"
+    preemptive = True
+
+    def order(self, view: JobView) -> list[int]:
+        return sorted(view.active, key=lambda j: (view.remaining[j] * view.gpus[j], view.arrival[j], j))
+
+
+class LAS(Scheduler):
+    """2D least attained service (GPUs x time held), preemptive, rescheduled every ``round_s`` [s]."""
+
+    name = "las"
+    preemptive = True
+
+    def __init__(self, round_s: float = 60.0) -> None:
+        if not (round_s > 0):
+            raise ValueError(f"LAS: round_s must be > 0 [s], got {round_s!r}")
+        self.round_s = round_s
+
+    def order(self, view: JobView) -> list[int]:
+        return sorted(view.active, key=lambda j: (view.attained[j], view.arrival[j], j))
+
+
+class Tiresias(Scheduler):
+    """Tiresias' discretised 2D-LAS: queue = number of ``thresholds`` [GPU s] passed; FIFO within a queue."""
+
+    name = "tiresias"
+    preemptive = True
+
+    def __init__(self, thresholds: tuple[float, ...] = (3_600.0, 36_000.0), round_s: float = 60.0) -> None:
+        if list(thresholds) != sorted(thresholds) or any(t <= 0 for t in thresholds):
+            raise ValueError(f"Tiresias: thresholds must be increasing and > 0 [GPU s], got {thresholds!r}")
+        if not (round_s > 0):
+            raise ValueError(f"Tiresias: round_s must be > 0 [s], got {round_s!r}")
+        self.thresholds = tuple(float(t) for t in thresholds)
+        self.round_s = round_s
+
+    def order(self, view: JobView) -> list[int]:
+        return sorted(view.active, key=lambda j: (bisect.bisect_right(self.thresholds, view.attained[j]),
+                                                  view.arrival[j], j))
+
+
+class Gandiva(Scheduler):
+    """FIFO order, non-preemptive; jobs that do not fit on free GPUs are packed onto GPUs holding one job."""
+
+    name = "gandiva"
+    share = True
+
+    def order(self, view: JobView) -> list[int]:
+        return list(view.active)
+
+
+_REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva)}
+
+
+def names() -> tuple[str, ...]:
+    """Registered scheduler names."""
+    return tuple(_REGISTRY)
+
+
+def make(spec: str | Scheduler, **options: object) -> Scheduler:
+    """A scheduler by name (``"fifo"``, ``"srtf"``, ``"las"``, ``"tiresias"``, ``"gandiva"``) or as given."""
+    if isinstance(spec, Scheduler):
+        return spec
+    key = str(spec).strip().lower()
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown scheduler {spec!r}; valid names: {', '.join(names())}")
+    return _REGISTRY[key](**options)  # type: ignore[arg-type]

@@ -1,0 +1,94 @@
+"""Job traces: generated (seeded, Philly-like) and shipped ones loaded by name.
+
+- :func:`generate`: Poisson arrivals, log-normal (heavy-tailed) durations and a skewed GPU-count
+  mix. The defaults follow the shape of the Microsoft Philly study (Jeon et al., USENIX ATC 2019):
+  most jobs use one GPU and run minutes, a few use 8+ GPUs and run days; the GPU mix
+  1/2/4/8/16 = 0.70/0.10/0.10/0.07/0.03 and the duration median 30 min with log-sd 1.8 are this
+  module's choice, not fitted numbers.
+- :func:`load` ``("gavel-msr")``: Gavel's synthetic Philly-like trace (533 jobs, MIT licence; see
+  ``data/README.md``) with each job's iteration times taken from Gavel's measured solo throughputs
+  on K80, P100 and V100 GPUs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from importlib import resources
+
+import numpy as np
+
+from doppler_gym.cluster.interference import gavel_table
+from doppler_gym.cluster.types import Job, Trace
+
+_SHIPPED = {"gavel-msr": "data/gavel_msr_2869ce.csv"}
+
+
+def names() -> tuple[str, ...]:
+    """Names of the shipped traces :func:`load` accepts."""
+    return tuple(_SHIPPED)
+
+
+def generate(n_jobs: int, *, seed: int, mean_interarrival: float = 60.0, median_duration: float = 1_800.0,
+             duration_sigma: float = 1.8, gpu_counts: tuple[int, ...] = (1, 2, 4, 8, 16),
+             gpu_probs: tuple[float, ...] = (0.70, 0.10, 0.10, 0.07, 0.03), iteration_time: float = 1.0,
+             checkpoint_every: int | None = None, checkpoint_cost: float = 0.0,
+             job_types: tuple[str, ...] = ("generic",), name: str | None = None) -> Trace:
+    """A seeded trace of ``n_jobs`` jobs whose iteration times come from a flat profile.
+
+    Args:
+        n_jobs: number of jobs (>= 1).
+        seed: the random seed (same seed, same trace).
+        mean_interarrival: mean time between arrivals [s] (Poisson arrivals, first at 0).
+        median_duration: median solo run time of a job [s]; durations are log-normal.
+        duration_sigma: standard deviation of log(duration) (1.8: a heavy tail).
+        gpu_counts, gpu_probs: the GPU-count mix (probabilities summing to 1).
+        iteration_time: every job's iteration time at any GPU count [s] (``profile={"*": ...}``);
+            ``iterations = max(1, round(duration / iteration_time))``.
+        checkpoint_every, checkpoint_cost: every job's checkpoint interval [iterations] and cost [s].
+        job_types: job types drawn uniformly (for the interference model).
+    """
+    if not isinstance(n_jobs, int) or n_jobs < 1:
+        raise ValueError(f"generate: n_jobs must be an integer >= 1, got {n_jobs!r}")
+    for field_name, value in (("mean_interarrival", mean_interarrival), ("median_duration", median_duration),
+                              ("iteration_time", iteration_time)):
+        if not (value > 0):
+            raise ValueError(f"generate: {field_name} must be > 0 [s], got {value!r}")
+    if duration_sigma < 0:
+        raise ValueError(f"generate: duration_sigma must be >= 0, got {duration_sigma!r}")
+    if len(gpu_counts) != len(gpu_probs) or abs(sum(gpu_probs) - 1) > 1e-9 or min(gpu_probs) < 0:
+        raise ValueError("generate: gpu_probs must be non-negative, sum to 1 and match gpu_counts in length")
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(mean_interarrival, n_jobs)
+    arrival = np.concatenate([[0.0], np.cumsum(gaps[1:])])
+    duration = median_duration * np.exp(duration_sigma * rng.standard_normal(n_jobs))
+    gpus = rng.choice(np.asarray(gpu_counts), size=n_jobs, p=np.asarray(gpu_probs))
+    types = rng.integers(len(job_types), size=n_jobs)
+    jobs = tuple(
+        Job(job_id=i, arrival=float(arrival[i]), iterations=max(1, int(round(duration[i] / iteration_time))),
+            gpus=int(gpus[i]), workload=None, profile={"*": {int(gpus[i]): iteration_time}},
+            checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost, job_type=job_types[types[i]])
+        for i in range(n_jobs)
+    )
+    return Trace(jobs, name=name or f"generated-{n_jobs}-seed{seed}")
+
+
+def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = None,
+         checkpoint_cost: float = 0.0) -> Trace:
+    """A shipped trace by name (:func:`names`); ``limit`` keeps its first jobs."""
+    if name not in _SHIPPED:
+        raise ValueError(f"unknown trace {name!r}; shipped traces: {', '.join(names())}")
+    text = resources.files("doppler_gym.cluster").joinpath(_SHIPPED[name]).read_text("utf-8")
+    table = gavel_table()
+    jobs = []
+    for i, row in enumerate(csv.DictReader(io.StringIO(text))):
+        if limit is not None and i >= limit:
+            break
+        jtype, scale = row["job_type"], int(row["scale_factor"])
+        profile = {gt: {int(k): 1.0 / v for k, v in t["solo_steps_per_s"][jtype].items() if v > 0}
+                   for gt, t in table.items() if jtype in t["solo_steps_per_s"]}
+        profile = {gt: p for gt, p in profile.items() if p}
+        jobs.append(Job(job_id=i, arrival=float(row["arrival_s"]), iterations=int(row["total_steps"]), gpus=scale,
+                        workload=None, profile=profile, checkpoint_every=checkpoint_every,
+                        checkpoint_cost=checkpoint_cost, job_type=jtype))
+    return Trace(tuple(jobs), name=name)

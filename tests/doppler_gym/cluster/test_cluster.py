@@ -1,0 +1,160 @@
+"""doppler_gym.cluster: each check against an independent reference (hand computation, the graph
+simulator called directly, the Poisson rate, Young's interval, the scheduling literature)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import doppler_gym as dg
+from doppler_gym import cluster as C
+from doppler_gym.baselines.critical_path import critical_path
+from doppler_gym.cluster import failures as fl
+
+
+def _one_job_cluster(n_gpus: int = 8) -> C.Cluster:
+    return C.Cluster((C.Node(n_gpus, "v100", "v100x8-dgx1"),))
+
+
+def test_one_job_alone_takes_iterations_times_simulated_iteration_time_plus_checkpoints():
+    job = C.Job(job_id=0, arrival=10.0, iterations=1000, gpus=4, workload="ffnn", workload_params={"layers": 2},
+                checkpoint_every=100, checkpoint_cost=0.5)
+    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=0)
+    # Reference: the graph timed directly on the first 4 GPUs of the DGX-1 preset.
+    base = dg.Topology.preset("v100x8-dgx1")
+    topo = dg.Topology(speed=base.speed[:4], memory=base.memory[:4], bandwidth=base.bandwidth[:4, :4],
+                       latency=base.latency[:4, :4])
+    graph = dg.workloads.make("ffnn", layers=2)
+    t = dg.simulate(graph, critical_path(graph, topo).assignment, topology=topo).makespan
+    assert r.jobs["iter_time"][0] == pytest.approx(t, rel=1e-12)
+    # arrival + 1000 iterations + 9 checkpoints (none after the last iteration)
+    assert r.jobs["completion"][0] == pytest.approx(10.0 + 1000 * t + 9 * 0.5, rel=1e-9)
+    assert r.avg_jct == pytest.approx(1000 * t + 4.5, rel=1e-9)
+    assert r.interruptions == 0
+    assert r.utilisation == pytest.approx(0.5)  # 4 of 8 GPUs held all along (checkpoints hold them too)
+
+
+def test_one_profiled_job_by_hand():
+    # 10 iterations of 2 s, a 1 s checkpoint after iterations 3, 6 and 9: 20 + 3 = 23 s.
+    job = C.Job(0, 5.0, 10, gpus=2, workload=None, profile={"*": {2: 2.0}}, checkpoint_every=3, checkpoint_cost=1.0)
+    r = C.run(C.Trace((job,)), _one_job_cluster(), "las", seed=3)
+    assert r.jobs["completion"][0] == pytest.approx(28.0)
+    assert r.effective_fraction == pytest.approx(20.0 / 23.0)
+    assert r.goodput == pytest.approx(10 / (2 * 23 / 3600))  # iterations per busy GPU-hour
+
+
+def test_interruptions_match_the_per_gpu_poisson_rate():
+    # A 4-GPU job on an 8-GPU node: half the failures hit it; rate 4 / MTBF while it holds GPUs.
+    mtbf = 1_600.0  # [s] per GPU
+    job = C.Job(0, 0.0, 200_000, gpus=4, workload=None, profile={"*": {4: 1.0}}, checkpoint_every=10)
+    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=7,
+              failures=C.FailureModel(gpu_mtbf=mtbf, restart_delay=30.0))
+    expected = 4 * r.jobs["held"][0] / mtbf  # ~500
+    assert abs(r.interruptions - expected) <= 4 * math.sqrt(expected), (r.interruptions, expected)
+    # the restart delays are in the elapsed time, outside the held time
+    assert r.jobs["completion"][0] == pytest.approx(r.jobs["held"][0] + 30.0 * r.interruptions)
+    lost = r.jobs["lost"][0]
+    assert r.jobs["held"][0] == pytest.approx(200_000 + lost)
+    assert 0 < lost / r.interruptions < 10  # at most one segment of 10 iterations lost per failure
+
+
+def test_effective_fraction_peaks_near_youngs_interval():
+    cost, job_mtbf = 20.0, 2_000.0  # [s]
+    t_young = fl.young_interval(cost, job_mtbf)  # ~283 s
+    factors = (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8)
+    eff = []
+    for f in factors:
+        every = max(1, round(f * t_young))  # iterations of 1 s
+        job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_every=every,
+                    checkpoint_cost=cost)
+        r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=11,
+                  failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
+        eff.append(r.effective_fraction)
+    best = factors[int(np.argmax(eff))]
+    assert 1 / 2 <= best <= 2, dict(zip(factors, eff))
+    # first-order model at Young's interval: 1 - C/T - T/(2M) ~ 0.86; the simulation agrees to a few %
+    assert eff[3] == pytest.approx(1 - cost / t_young - t_young / (2 * job_mtbf), abs=0.03)
+    assert eff[3] > eff[0] + 0.05 and eff[3] > eff[-1] + 0.05
+
+
+def test_heavy_tailed_trace_srtf_beats_las_beats_fifo_on_average_jct():
+    trace = C.traces.generate(300, seed=0, mean_interarrival=120.0)  # log-normal durations, sigma 1.8
+    cluster = C.Cluster.uniform(4, 8)
+    jct = {s: C.run(trace, cluster, s, seed=0).avg_jct for s in ("fifo", "las", "srtf")}
+    assert jct["srtf"] < jct["las"] < jct["fifo"], jct
+
+
+def test_gpu_sharing_raises_utilisation_on_small_jobs():
+    small = C.traces.generate(300, seed=1, mean_interarrival=20.0, gpu_counts=(1,), gpu_probs=(1.0,),
+                              median_duration=600.0, duration_sigma=0.5)
+    cluster = C.Cluster.uniform(2, 8)
+    model = C.ParametricInterference(0.68)
+    fifo = C.run(small, cluster, "fifo", seed=0, interference=model)
+    shared = C.run(small, cluster, "gandiva", seed=0, interference=model)
+    assert fifo.utilisation == pytest.approx(fifo.occupancy) and fifo.utilisation <= 1.0
+    assert shared.utilisation > 1.1 * fifo.utilisation, (shared.utilisation, fifo.utilisation)
+    assert shared.avg_jct < fifo.avg_jct and shared.goodput > fifo.goodput
+
+
+def test_gavel_interference_and_trace_are_shipped():
+    table = C.interference.gavel_table()
+    # Gavel's scheduler/simulation_throughputs.json: ('ResNet-18 (batch size 16)', 1) alone on a V100
+    assert table["v100"]["solo_steps_per_s"]["ResNet-18 (batch size 16)"]["1"] == pytest.approx(32.353384328946916)
+    pair = C.GavelInterference()("ResNet-18 (batch size 16)", "ResNet-18 (batch size 64)", "v100")
+    assert pair is not None and all(0 < f <= 1 for f in pair)
+    assert C.GavelInterference()("generic", "generic", "v100") == (0.68, 0.68)  # the parametric fallback
+    trace = C.traces.load("gavel-msr")
+    assert len(trace) == 533 and trace.jobs[0].gpus == 4 and trace.jobs[0].job_type == "Transformer (batch size 128)"
+    r = C.run(C.traces.load("gavel-msr", limit=40), C.Cluster.uniform(4, 8), "fifo", seed=0)
+    assert np.all(np.isfinite(r.jobs["jct"])) and r.n_jobs == 40
+
+
+def test_same_seed_same_result_with_failures():
+    trace = C.traces.generate(120, seed=5, mean_interarrival=30.0, checkpoint_every=50, checkpoint_cost=5.0)
+    cluster = C.Cluster.uniform(2, 8)
+    fm = C.FailureModel(gpu_mtbf=50_000.0, restart_delay=60.0)
+    a = C.run(trace, cluster, "srtf", seed=1, failures=fm)
+    b = C.run(trace, cluster, "srtf", seed=1, failures=fm)
+    c = C.run(trace, cluster, "srtf", seed=2, failures=fm)
+    assert a.summary() == b.summary() and a.interruptions > 0
+    for col in a.jobs:
+        np.testing.assert_array_equal(a.jobs[col], b.jobs[col])
+    assert not np.array_equal(a.jobs["completion"], c.jobs["completion"])
+    assert C.traces.generate(50, seed=3).jobs == C.traces.generate(50, seed=3).jobs
+
+
+def test_checkpoint_timeline_helpers():
+    # 3 iterations of 2 s + a 1 s checkpoint = a 7 s segment
+    assert fl.rollback(13.9, 2.0, 3, 1.0) == 7.0 and fl.rollback(14.0, 2.0, 3, 1.0) == 14.0
+    assert fl.rollback(100.0, 2.0, None, 1.0) == 0.0
+    assert fl.total_work(10, 2.0, 3, 1.0) == 23.0 and fl.total_work(9, 2.0, 3, 1.0) == 20.0
+    # halfway through iteration 5 (of segment 2) stays halfway through iteration 5 at 4 s per iteration
+    assert fl.rescale(7.0 + 3.0, 2.0, 4.0, 3, 1.0) == pytest.approx(13.0 + 6.0)
+    assert fl.young_interval(20.0, 2_000.0) == pytest.approx(math.sqrt(80_000))
+    assert C.FailureModel.llama3().gpu_mtbf == pytest.approx(16_384 * 54 * 86_400 / 419)
+
+
+def test_bad_input_names_the_field():
+    cluster = _one_job_cluster()
+    with pytest.raises(ValueError, match="gpus=16 exceeds"):
+        C.run(C.Trace((C.Job(0, 0.0, 10, gpus=16),)), cluster, "fifo", seed=0)
+    with pytest.raises(ValueError, match="arrival"):
+        C.Job(0, -1.0, 10)
+    with pytest.raises(ValueError, match="checkpoint_cost"):
+        C.Job(0, 0.0, 10, checkpoint_cost=-2.0)
+    with pytest.raises(ValueError, match="iterations"):
+        C.Job(0, 0.0, 0)
+    with pytest.raises(ValueError, match="profile"):
+        C.Job(0, 0.0, 10, workload=None, profile={"*": {1: -1.0}})
+    with pytest.raises(ValueError, match="unknown trace 'philly'"):
+        C.run("philly", cluster, "fifo", seed=0)
+    with pytest.raises(ValueError, match="unknown scheduler 'sjf'"):
+        C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "sjf", seed=0)
+    with pytest.raises(ValueError, match="gpu_mtbf"):
+        C.FailureModel(gpu_mtbf=0.0)
+    with pytest.raises(ValueError, match="restart_delay"):
+        C.FailureModel(restart_delay=-1.0)
+    with pytest.raises(ValueError, match="unique"):
+        C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
