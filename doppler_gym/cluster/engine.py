@@ -54,6 +54,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     work = np.zeros(n)  # (n,) [solo s] total, at the current iteration time
     iter_time = np.full(n, np.nan)  # (n,) [s] on the current/last allocation
     speed = np.zeros(n)  # (n,) solo seconds per second while running
+    solo_total = np.zeros(n)  # (n,) [s] solo work on the requested GPUs, set at arrival
     attained = np.zeros(n)  # (n,) [GPU s] held
     held = np.zeros(n)  # (n,) [s] wall time holding GPUs
     first_start = np.full(n, np.nan)
@@ -147,6 +148,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             n_busy[0] += not occupants[g]
             occupants[g].append(i)
         status[i] = _RUNNING
+        speed[i] = 1.0  # refresh_speeds() sets the shared ones
         if np.isnan(first_start[i]):
             first_start[i] = now
         set_time(i)
@@ -156,42 +158,40 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             speed[i] = job_speeds(int(i))
 
     def reschedule() -> None:
-        active = [int(i) for i in np.flatnonzero((status == _WAITING) | (status == _RUNNING))]
-        active.sort(key=lambda i: (arrival[i], i))
+        # Trace order is arrival order, so the active jobs come out of flatnonzero already sorted.
+        active = np.flatnonzero((status == _WAITING) | (status == _RUNNING)).tolist()
         if not active:
             return
-        remaining = np.where(np.isnan(iter_time), 0.0, work - progress)
-        for i in active:  # unstarted jobs: their solo duration on their requested GPU count
-            if np.isnan(iter_time[i]):
-                job = jobs[i]
-                t = times(job, gpu_type[0], int(req[i]))
-                remaining[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
+        # remaining solo time: on the current allocation, or (never started) on the requested GPUs
+        remaining = np.where(np.isnan(iter_time), solo_total, work - progress)
         view = JobView(now=now, active=active, arrival=arrival, gpus=req, running=status == _RUNNING,
                        attained=attained, remaining=remaining)
         order = scheduler.order(view)
+        is_running = (status == _RUNNING).tolist()
+        need = req.tolist()
         if scheduler.preemptive:
             budget, keep = n_gpus, []
             for i in order:
-                if req[i] <= budget:
+                if need[i] <= budget:
                     keep.append(i)
-                    budget -= req[i]
+                    budget -= need[i]
             keep_set = set(keep)
             for i in order:
-                if status[i] == _RUNNING and i not in keep_set:
+                if is_running[i] and i not in keep_set:
                     release(i)
                     status[i] = _WAITING
             for i in keep:
-                if status[i] == _WAITING:
-                    start(i, pick_free(int(req[i])))
+                if not is_running[i]:
+                    start(i, pick_free(need[i]))
         else:
-            waiting = [i for i in order if status[i] == _WAITING]
             left = []
-            for i in waiting:
-                got = pick_free(int(req[i]))
-                if got is None:
-                    left.append(i)
-                else:
-                    start(i, got)
+            for i in order:
+                if not is_running[i]:
+                    got = pick_free(need[i])
+                    if got is None:
+                        left.append(i)
+                    else:
+                        start(i, got)
             if scheduler.share:
                 for i in order:  # a job sharing GPUs moves to free ones when they exist (migration, no cost)
                     if status[i] == _RUNNING and any(len(occupants[g]) > 1 for g in alloc[i]):
@@ -203,7 +203,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                     got = pick_shared(i)
                     if got is not None:
                         start(i, got)
-        refresh_speeds()
+            refresh_speeds()
 
     now = 0.0
     n_done = 0
@@ -231,19 +231,23 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             work_gpu_s += float(speed[running] @ req[running]) * dt
         now = t_next
         changed = False
-        for i in running:
-            if progress[i] >= work[i] * (1 - 1e-12) - _EPS:
-                progress[i] = work[i]
-                for p in release(int(i)):
-                    speed[p] = 0.0
-                status[i] = _DONE
-                completion[i] = now
-                n_done += 1
-                changed = True
+        finished = running[progress[running] >= work[running] * (1 - 1e-12) - _EPS] if running.size else running
+        for i in finished.tolist():
+            progress[i] = work[i]
+            for p in release(i):
+                speed[p] = 0.0
+            status[i] = _DONE
+            completion[i] = now
+            n_done += 1
+            changed = True
         while events and events[0][0] <= now + _EPS:
             _, kind, _, i = heapq.heappop(events)
             if kind in (_ARRIVAL, _RESTART):
                 status[i] = _WAITING
+                if kind == _ARRIVAL:  # solo duration on the requested GPUs (of the first node's type), for SRTF
+                    job = jobs[i]
+                    t = times(job, gpu_type[0], job.gpus)
+                    solo_total[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
             elif kind == _ROUND:
                 if n_done < n:
                     heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))

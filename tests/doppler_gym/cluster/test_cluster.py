@@ -158,3 +158,28 @@ def test_bad_input_names_the_field():
         C.FailureModel(restart_delay=-1.0)
     with pytest.raises(ValueError, match="unique"):
         C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
+
+
+@pytest.mark.parametrize("name", ["srtf", "las", "tiresias"])
+def test_preemption_loses_no_work_and_capacity_holds(name):
+    trace = C.traces.generate(150, seed=2, mean_interarrival=40.0, checkpoint_every=7, checkpoint_cost=3.0)
+    r = C.run(trace, C.Cluster.uniform(2, 8), name, seed=0)
+    # without failures or sharing, each job holds GPUs for exactly its solo work: iterations x 1 s + checkpoints
+    solo = np.array([j.iterations * 1.0 + ((j.iterations - 1) // 7) * 3.0 for j in trace.jobs])
+    np.testing.assert_allclose(r.jobs["held"], solo, rtol=1e-9)
+    assert r.util_v.max() <= 16 and np.all(r.jobs["first_start"] >= r.jobs["arrival"])
+    assert r.utilisation == pytest.approx(float((solo * r.jobs["gpus"]).sum()) / (16 * r.makespan))
+
+
+def test_heterogeneous_nodes_and_multi_node_sub_topology():
+    mixed = C.Cluster((C.Node(4, "v100", None), C.Node(4, "k80", None)))
+    prof = {"v100": {4: 1.0, 8: 1.0}, "k80": {4: 3.0, 8: 3.0}}
+    big = C.Job(0, 0.0, 10, gpus=8, workload=None, profile=prof)
+    small = C.Job(1, 100.0, 10, gpus=4, workload=None, profile=prof)
+    r = C.run(C.Trace((big, small)), mixed, "fifo", seed=0)
+    assert list(r.jobs["iter_time"]) == [3.0, 1.0]  # the slowest type it spans; then the first fitting node
+    dgx = C.Cluster.uniform(2, 8, inter_node_bandwidth=12.5e9)
+    topo = C.timing.sub_topology(dgx.nodes[0], 12, dgx)
+    base = dg.Topology.preset("v100x8-dgx1")
+    assert topo.n_devices == 12 and topo.bandwidth[0, 8] == 12.5e9 and topo.bandwidth[8, 11] == base.bandwidth[0, 3]
+    np.testing.assert_array_equal(topo.bandwidth[:8, :8], base.bandwidth)
