@@ -1,7 +1,8 @@
 """Event-driven simulation of a trace of jobs on a cluster under a scheduler.
 
 Events: job arrivals, completions, GPU failures, restarts (end of a restart delay) and, for
-schedulers with ``round_s``, round ticks. Between two events every running job advances along its
+schedulers with ``round_s``, round ticks (every ``round_s`` while some job waits: with none waiting,
+a new order could not change the allocation). Between two events every running job advances along its
 work timeline (:mod:`doppler_gym.cluster.failures`) at its speed (1 alone, the interference fraction
 when it shares a GPU). At each event the scheduler orders the active jobs and the engine allocates
 GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
@@ -78,9 +79,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     if fail_rate > 0:
         heapq.heappush(events, (float(rng.exponential(1.0 / fail_rate)), _FAILURE, seq, -1))
         seq += 1
-    if scheduler.round_s is not None:
-        heapq.heappush(events, (float(scheduler.round_s), _ROUND, seq, -1))
-        seq += 1
+    round_pending = False  # a round tick is queued (ticks run only while some job waits)
 
     def job_speeds(i: int) -> float:
         f = 1.0
@@ -249,9 +248,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                     t = times(job, gpu_type[0], job.gpus)
                     solo_total[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
             elif kind == _ROUND:
-                if n_done < n:
-                    heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))
-                    seq += 1
+                round_pending = False
             elif kind == _FAILURE:
                 g = int(rng.integers(n_gpus))
                 for v in list(occupants[g]):
@@ -270,6 +267,10 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             changed = True
         if changed:
             reschedule()
+            if scheduler.round_s is not None and not round_pending and (status == _WAITING).any():
+                heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))
+                seq += 1
+                round_pending = True
             if n_busy[0] != util_v[-1]:
                 util_t.append(now)
                 util_v.append(n_busy[0])

@@ -10,8 +10,8 @@ A scheduler is a small object with
   start, in order, on the GPUs that are free (skipping those that do not fit: backfilling);
 - ``share``: if true, waiting jobs that do not fit on free GPUs may be packed onto GPUs that hold
   exactly one job (two jobs per GPU at most), at the speeds of the interference model;
-- ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] (for policies whose
-  priorities change while jobs run, such as LAS).
+- ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] while some job
+  waits (for policies whose priorities change while jobs run, such as LAS).
 
 Policies: ``fifo``; ``srtf`` (shortest remaining service, time x GPUs, first; durations known); ``las`` (2D
 least attained service: GPUs x time received, no duration knowledge); ``tiresias`` (2D-LAS

@@ -64,7 +64,7 @@ def test_effective_fraction_peaks_near_youngs_interval():
     cost, job_mtbf = 20.0, 2_000.0  # [s]
     t_young = fl.young_interval(cost, job_mtbf)  # ~283 s
     factors = (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8)
-    eff = []
+    eff, exact = [], []
     for f in factors:
         every = max(1, round(f * t_young))  # iterations of 1 s
         job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_every=every,
@@ -72,11 +72,12 @@ def test_effective_fraction_peaks_near_youngs_interval():
         r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=11,
                   failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
         eff.append(r.effective_fraction)
+        # Poisson failures, no restart delay: a segment of T + C seconds takes M (e^((T+C)/M) - 1) on average
+        exact.append(every / (job_mtbf * math.expm1((every + cost) / job_mtbf)))
     best = factors[int(np.argmax(eff))]
     assert 1 / 2 <= best <= 2, dict(zip(factors, eff))
-    # first-order model at Young's interval: 1 - C/T - T/(2M) ~ 0.86; the simulation agrees to a few %
-    assert eff[3] == pytest.approx(1 - cost / t_young - t_young / (2 * job_mtbf), abs=0.03)
-    assert eff[3] > eff[0] + 0.05 and eff[3] > eff[-1] + 0.05
+    np.testing.assert_allclose(eff[:5], exact[:5], atol=0.03)  # the long intervals see few, costly failures
+    assert eff[3] > eff[0] + 0.2 and eff[3] > eff[-1] + 0.2
 
 
 def test_heavy_tailed_trace_srtf_beats_las_beats_fifo_on_average_jct():

@@ -1,0 +1,95 @@
+"""Job-level cluster simulation (``doppler_gym.cluster``): speed, schedulers, failures, checkpoints.
+
+Run from the repository root::
+
+    python benchmarks/bench_cluster.py            # 1,000 generated jobs on 256 GPUs, then the tables
+    python benchmarks/bench_cluster.py --quick    # 300 jobs on 64 GPUs
+
+Prints, as markdown tables:
+
+1. seconds per ``dg.cluster.run`` of the generated trace (``traces.generate(n, seed=0,
+   mean_interarrival=30)``: Poisson arrivals, log-normal durations with median 30 min and log-sd
+   1.8, GPU counts 1/2/4/8/16) on ``Cluster.uniform(n_gpus // 8, 8)`` (V100 DGX-1 nodes), per
+   scheduler (best of ``--repeats``), with the metrics of each run;
+2. the same trace with failures (per-GPU MTBF ``--mtbf`` seconds, 600 s restart delay) and a
+   checkpoint every 600 iterations (1 s each) costing 30 s;
+3. Gavel's shipped ``gavel-msr`` trace (533 jobs, iteration times from Gavel's V100 throughputs) on
+   64 V100;
+4. the effective-time fraction of one 8-GPU job against its checkpoint interval, around Young's
+   interval sqrt(2 C M), with the expected fraction under Poisson failures and no restart delay
+   (a segment of T + C seconds takes M (e^((T+C)/M) - 1) on average).
+
+The exit status is always 0 (timings depend on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import time
+
+from doppler_gym import cluster as C
+
+SCHEDULERS = ("fifo", "srtf", "las", "tiresias", "gandiva")
+HEADER = "| scheduler | seconds | avg JCT [s] | p99 JCT [s] | makespan [s] | util. | occup. | goodput [it/GPU h] " \
+         "| effective | interruptions |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+
+
+def row(name: str, seconds: float, r: C.ClusterResult) -> str:
+    return (f"| {name} | {seconds:.2f} | {r.avg_jct:,.0f} | {r.p99_jct:,.0f} | {r.makespan:,.0f} | "
+            f"{r.utilisation:.3f} | {r.occupancy:.3f} | {r.goodput:,.0f} | {r.effective_fraction:.3f} | "
+            f"{r.interruptions} |")
+
+
+def table(trace: C.Trace, cluster: C.Cluster, repeats: int, **kwargs: object) -> None:
+    print(HEADER)
+    for name in SCHEDULERS:
+        best, result = float("inf"), None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            result = C.run(trace, cluster, name, seed=0, **kwargs)
+            best = min(best, time.perf_counter() - t0)
+        print(row(name, best, result))
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="300 jobs on 64 GPUs")
+    parser.add_argument("--repeats", type=int, default=3, help="timing repeats per scheduler (best is reported)")
+    parser.add_argument("--mtbf", type=float, default=2e6, help="per-GPU MTBF for table 2 [s]")
+    args = parser.parse_args()
+    n_jobs, n_gpus = (300, 64) if args.quick else (1_000, 256)
+    print(f"python {platform.python_version()} on {platform.machine()}; {n_jobs} jobs, {n_gpus} GPUs\n")
+    cluster = C.Cluster.uniform(n_gpus // 8, 8)
+
+    print(f"## 1. {n_jobs} generated jobs on {n_gpus} GPUs, no failures\n")
+    trace = C.traces.generate(n_jobs, seed=0, mean_interarrival=30.0)
+    table(trace, cluster, args.repeats)
+
+    print(f"## 2. the same with failures (MTBF {args.mtbf:g} s per GPU), checkpoints every 600 it. (30 s)\n")
+    trace_ck = C.traces.generate(n_jobs, seed=0, mean_interarrival=30.0, checkpoint_every=600, checkpoint_cost=30.0)
+    table(trace_ck, cluster, 1, failures=C.FailureModel(gpu_mtbf=args.mtbf, restart_delay=600.0))
+
+    print("## 3. gavel-msr (533 jobs) on 64 V100\n")
+    table(C.traces.load("gavel-msr"), C.Cluster.uniform(8, 8), 1)
+
+    cost, job_mtbf = 20.0, 2_000.0
+    t_young = C.young_interval(cost, job_mtbf)
+    print(f"## 4. one 8-GPU job, C = {cost:g} s, job MTBF = {job_mtbf:g} s: Young's interval {t_young:.0f} s\n")
+    print("| T / Young | T [it. of 1 s] | effective-time fraction (seeds 0-4) | T / (M (e^((T+C)/M) - 1)) |")
+    print("|---:|---:|---|---:|")
+    node = C.Cluster((C.Node(8, "v100", None),))
+    for f in (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8):
+        every = max(1, round(f * t_young))
+        job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_every=every,
+                    checkpoint_cost=cost)
+        eff = [C.run(C.Trace((job,)), node, "fifo", seed=s, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
+               .effective_fraction for s in range(5)]
+        model = every / (job_mtbf * math.expm1((every + cost) / job_mtbf))  # Poisson failures, no restart delay
+        print(f"| {f:g} | {every} | {', '.join(f'{e:.3f}' for e in eff)} | {model:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
