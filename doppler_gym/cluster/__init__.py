@@ -15,6 +15,8 @@ interval), :mod:`~.schedulers`, :mod:`~.engine` (the event loop) and :mod:`~.met
 
 from __future__ import annotations
 
+import numpy as np
+
 from doppler_gym.cluster import schedulers, traces
 from doppler_gym.cluster.engine import simulate_cluster
 from doppler_gym.cluster.failures import LLAMA3_GPU_MTBF, FailureModel, young_interval
@@ -47,8 +49,9 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
         times: an :class:`IterationTimes` to reuse its cache of simulated iteration times across runs.
 
     Raises:
-        ValueError: an unknown trace or scheduler name, a job needing more GPUs than the cluster has,
-            or a profile without the GPU type a job is placed on.
+        ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
+            cluster has, a profile without one of the cluster's GPU types, or unknown workload parameters;
+            all checked before the run starts.
     """
     if isinstance(trace, str):
         trace = traces.load(trace)
@@ -57,7 +60,7 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
                         f"got {type(trace).__name__}")
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster, got {type(cluster).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an int, got {seed!r}")
-    return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=seed,
+    return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=int(seed),
                             failures=failures or FailureModel(), interference=interference, times=times)

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from doppler_gym import workloads
 from doppler_gym.cluster import failures as fl
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult, summarise
@@ -42,9 +43,20 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     jobs = trace.jobs
     n = len(jobs)
     n_gpus = cluster.n_gpus
-    for j in jobs:
+    types_here = sorted({nd.gpu_type for nd in cluster.nodes})
+    for j in jobs:  # validate everything a run could trip on, before it starts
         if j.gpus > n_gpus:
             raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {n_gpus} GPUs ({cluster.name})")
+        if j.profile is not None:
+            missing = [t for t in types_here if t not in j.profile and "*" not in j.profile]
+            if missing:
+                raise ValueError(f"Job {j.job_id}: profile has no iteration times for GPU type(s) {missing} of "
+                                 f"cluster {cluster.name!r}; give them or a '*' entry")
+        else:
+            unknown = sorted(set(j.workload_params) - set(workloads.params(j.workload)))  # unknown name raises
+            if unknown:
+                raise ValueError(f"Job {j.job_id}: workload_params {unknown} are not parameters of workload "
+                                 f"{j.workload!r}; valid: {sorted(workloads.params(j.workload))}")
     gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])
     gpu_type = [cluster.nodes[k].gpu_type for k in gpu_node]
 

@@ -157,6 +157,12 @@ def test_bad_input_names_the_field():
         C.FailureModel(gpu_mtbf=0.0)
     with pytest.raises(ValueError, match="restart_delay"):
         C.FailureModel(restart_delay=-1.0)
+    with pytest.raises(ValueError, match="GPU type"):
+        C.run(C.Trace((C.Job(0, 0.0, 10, workload=None, profile={"k80": {1: 1.0}}),)), cluster, "fifo", seed=0)
+    with pytest.raises(ValueError, match="unknown workload 'resnet'"):
+        C.run(C.Trace((C.Job(0, 0.0, 10, workload="resnet"),)), cluster, "fifo", seed=0)
+    with pytest.raises(ValueError, match=r"workload_params \['depth'\]"):
+        C.run(C.Trace((C.Job(0, 0.0, 10, workload_params={"depth": 3}),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="unique"):
         C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
 
