@@ -34,7 +34,7 @@ __all__ = [
 
 def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
         failures: FailureModel | None = None, interference: object | None = None,
-        times: IterationTimes | None = None) -> ClusterResult:
+        times: IterationTimes | None = None, checkpoints: str = "fixed") -> ClusterResult:
     """Simulate ``trace`` on ``cluster`` under ``scheduler``; returns a :class:`ClusterResult`.
 
     Args:
@@ -47,6 +47,9 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
         interference: ``(type_a, type_b, gpu_type) -> (f_a, f_b) | None`` for GPU sharing (default
             :class:`GavelInterference`, with the parametric model for types Gavel did not measure).
         times: an :class:`IterationTimes` to reuse its cache of simulated iteration times across runs.
+        checkpoints: the checkpoint-interval policy: ``"fixed"`` (each job's ``checkpoint_every``) or
+            ``"young"`` (Young's interval ``sqrt(2 C M)`` for the job's cost ``C`` and the MTBF ``M``
+            of its GPU set, rounded to whole iterations at its first start; as fixed without failures).
 
     Raises:
         ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
@@ -63,4 +66,5 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=int(seed),
-                            failures=failures or FailureModel(), interference=interference, times=times)
+                            failures=failures or FailureModel(), interference=interference, times=times,
+                            checkpoints=checkpoints)

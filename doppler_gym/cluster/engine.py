@@ -35,7 +35,7 @@ _EPS = 1e-9
 
 def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
                      failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
-                     max_events: int = 10_000_000) -> ClusterResult:
+                     checkpoints: str = "fixed", max_events: int = 10_000_000) -> ClusterResult:
     """Run the simulation; see :func:`doppler_gym.cluster.run` for the arguments."""
     rng = np.random.default_rng(seed)
     interference = interference if interference is not None else GavelInterference()
@@ -43,6 +43,8 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     jobs = trace.jobs
     n = len(jobs)
     n_gpus = cluster.n_gpus
+    if checkpoints not in ("fixed", "young"):
+        raise ValueError(f"checkpoints={checkpoints!r}: must be 'fixed' (each job's checkpoint_every) or 'young'")
     types_here = sorted({nd.gpu_type for nd in cluster.nodes})
     for j in jobs:  # validate everything a run could trip on, before it starts
         if j.gpus > n_gpus:
@@ -68,6 +70,8 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     iter_time = np.full(n, np.nan)  # (n,) [s] on the current/last allocation
     speed = np.zeros(n)  # (n,) solo seconds per second while running
     solo_total = np.zeros(n)  # (n,) [s] solo work on the requested GPUs, set at arrival
+    # checkpoint interval [iterations] per job: its own, or Young's for its GPU set (set at first start)
+    every: list[int | None] = [j.checkpoint_every for j in jobs]
     attained = np.zeros(n)  # (n,) [GPU s] held
     held = np.zeros(n)  # (n,) [s] wall time holding GPUs
     first_start = np.full(n, np.nan)
@@ -107,10 +111,13 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
         job = jobs[i]
         slow = max({gpu_type[g] for g in alloc[i]}, key=lambda t: times(job, t, len(alloc[i])))
         t = times(job, slow, len(alloc[i]))
+        if np.isnan(iter_time[i]) and checkpoints == "young" and math.isfinite(failures.gpu_mtbf):
+            interval = fl.young_interval(job.checkpoint_cost, failures.gpu_mtbf / len(alloc[i]))  # [s]
+            every[i] = max(1, round(interval / t))
         if not np.isnan(iter_time[i]) and t != iter_time[i]:
-            progress[i] = fl.rescale(progress[i], iter_time[i], t, job.checkpoint_every, job.checkpoint_cost)
+            progress[i] = fl.rescale(progress[i], iter_time[i], t, every[i], job.checkpoint_cost)
         iter_time[i] = t
-        work[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
+        work[i] = fl.total_work(job.iterations, t, every[i], job.checkpoint_cost)
 
     def release(i: int) -> list[int]:
         partners = set()
@@ -265,7 +272,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                 g = int(rng.integers(n_gpus))
                 for v in list(occupants[g]):
                     job = jobs[v]
-                    back = fl.rollback(progress[v], iter_time[v], job.checkpoint_every, job.checkpoint_cost)
+                    back = fl.rollback(progress[v], iter_time[v], every[v], job.checkpoint_cost)
                     lost[v] += progress[v] - back
                     progress[v] = back
                     interruptions[v] += 1
@@ -290,4 +297,4 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     return summarise(trace=trace, cluster=cluster, scheduler=scheduler.name, seed=seed, completion=completion,
                      first_start=first_start, iter_time=iter_time, held=held, interruptions=interruptions,
                      lost=lost, busy_gpu_s=busy_gpu_s, work_gpu_s=work_gpu_s, util_t=np.array(util_t),
-                     util_v=np.array(util_v))
+                     util_v=np.array(util_v), every=every)

@@ -19,14 +19,16 @@ Definitions (every job finishes; times in seconds):
 
 from __future__ import annotations
 
+import csv
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from doppler_gym.cluster.types import Cluster, Trace
 
-JOB_COLUMNS = ("job_id", "arrival", "gpus", "iterations", "iter_time", "first_start", "completion", "jct",
-               "held", "interruptions", "lost", "effective_fraction")
+JOB_COLUMNS = ("job_id", "arrival", "gpus", "iterations", "iter_time", "checkpoint_every", "first_start", "completion",
+               "jct", "held", "interruptions", "lost", "effective_fraction")
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class ClusterResult:
     ``jobs`` columns (trace order, i.e. by arrival): ``job_id`` int64; ``arrival``, ``first_start``,
     ``completion``, ``jct``, ``held`` (wall time holding GPUs), ``lost`` (solo time of work lost to
     failures) [s]; ``iter_time`` [s] on the last allocation; ``gpus``, ``iterations``,
-    ``interruptions`` int64; ``effective_fraction``. ``util_t`` [s] / ``util_v`` [GPUs]: the number of
-    busy GPUs from each time on (a step function).
+    ``interruptions`` int64; ``checkpoint_every`` int64 (iterations; 0 = none); ``effective_fraction``.
+    ``util_t`` [s] / ``util_v`` [GPUs]: the number of busy GPUs from each time on (a step function).
     """
 
     scheduler: str
@@ -65,11 +67,18 @@ class ClusterResult:
         """The per-job table as one dict per job (CSV-ready)."""
         return [{c: self.jobs[c][i].item() for c in JOB_COLUMNS} for i in range(self.n_jobs)]
 
+    def to_csv(self, path: str | os.PathLike) -> None:
+        """Write the per-job table to ``path`` (a header line, then one line per job, arrival order)."""
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=JOB_COLUMNS)
+            writer.writeheader()
+            writer.writerows(self.rows())
+
 
 def summarise(*, trace: Trace, cluster: Cluster, scheduler: str, seed: int, completion: np.ndarray,
               first_start: np.ndarray, iter_time: np.ndarray, held: np.ndarray, interruptions: np.ndarray,
               lost: np.ndarray, busy_gpu_s: float, work_gpu_s: float, util_t: np.ndarray,
-              util_v: np.ndarray) -> ClusterResult:
+              util_v: np.ndarray, every: list[int | None]) -> ClusterResult:
     arrival = np.array([j.arrival for j in trace.jobs])
     gpus = np.array([j.gpus for j in trace.jobs], dtype=np.int64)
     iters = np.array([j.iterations for j in trace.jobs], dtype=np.int64)
@@ -78,7 +87,9 @@ def summarise(*, trace: Trace, cluster: Cluster, scheduler: str, seed: int, comp
     effective = iters * iter_time / (completion - first_start)
     capacity = cluster.n_gpus * makespan  # [GPU s]
     jobs = {"job_id": np.array([j.job_id for j in trace.jobs], dtype=np.int64), "arrival": arrival, "gpus": gpus,
-            "iterations": iters, "iter_time": iter_time, "first_start": first_start, "completion": completion,
+            "iterations": iters, "iter_time": iter_time,
+            "checkpoint_every": np.array([e or 0 for e in every], dtype=np.int64), "first_start": first_start,
+            "completion": completion,
             "jct": jct, "held": held, "interruptions": interruptions, "lost": lost, "effective_fraction": effective}
     return ClusterResult(
         scheduler=scheduler, seed=seed, n_jobs=len(trace), n_gpus=cluster.n_gpus, avg_jct=float(jct.mean()),

@@ -36,13 +36,18 @@ def test_one_job_alone_takes_iterations_times_simulated_iteration_time_plus_chec
     assert r.utilisation == pytest.approx(0.5)  # 4 of 8 GPUs held all along (checkpoints hold them too)
 
 
-def test_one_profiled_job_by_hand():
+def test_one_profiled_job_by_hand(tmp_path):
     # 10 iterations of 2 s, a 1 s checkpoint after iterations 3, 6 and 9: 20 + 3 = 23 s.
     job = C.Job(0, 5.0, 10, gpus=2, workload=None, profile={"*": {2: 2.0}}, checkpoint_every=3, checkpoint_cost=1.0)
     r = C.run(C.Trace((job,)), _one_job_cluster(), "las", seed=3)
     assert r.jobs["completion"][0] == pytest.approx(28.0)
     assert r.effective_fraction == pytest.approx(20.0 / 23.0)
     assert r.goodput == pytest.approx(10 / (2 * 23 / 3600))  # iterations per busy GPU-hour
+    path = tmp_path / "jobs.csv"
+    r.to_csv(path)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("job_id,arrival,gpus,iterations,iter_time,checkpoint_every") and len(lines) == 2
+    assert lines[1].split(",")[:6] == ["0", "5.0", "2", "10", "2.0", "3"]
 
 
 def test_interruptions_match_the_per_gpu_poisson_rate():
@@ -78,6 +83,11 @@ def test_effective_fraction_peaks_near_youngs_interval():
     assert 1 / 2 <= best <= 2, dict(zip(factors, eff))
     np.testing.assert_allclose(eff[:5], exact[:5], atol=0.03)  # the long intervals see few, costly failures
     assert eff[3] > eff[0] + 0.2 and eff[3] > eff[-1] + 0.2
+    # the "young" policy picks that interval itself
+    job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_cost=cost)
+    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=11, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf),
+              checkpoints="young")
+    assert r.jobs["checkpoint_every"][0] == round(t_young) and r.effective_fraction == pytest.approx(eff[3])
 
 
 def test_heavy_tailed_trace_srtf_beats_las_beats_fifo_on_average_jct():
@@ -163,6 +173,8 @@ def test_bad_input_names_the_field():
         C.run(C.Trace((C.Job(0, 0.0, 10, workload="resnet"),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match=r"workload_params \['depth'\]"):
         C.run(C.Trace((C.Job(0, 0.0, 10, workload_params={"depth": 3}),)), cluster, "fifo", seed=0)
+    with pytest.raises(ValueError, match="checkpoints='daly'"):
+        C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "fifo", seed=0, checkpoints="daly")
     with pytest.raises(ValueError, match="unique"):
         C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
 
