@@ -7,10 +7,13 @@ work timeline (:mod:`doppler_gym.cluster.failures`) at its speed (1 alone, the i
 when it shares a GPU). At each event the scheduler orders the active jobs and the engine allocates
 GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
 
+Stragglers: a GPU of the failure model's slow periods runs every job on it at ``straggler_speed``
+of its pace (a synchronous job at its slowest GPU's pace).
+
 Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
 as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
-got (:class:`doppler_gym.cluster.timing.IterationTimes`). Bandwidth shared between jobs and
-stragglers are not modelled.
+got (:class:`doppler_gym.cluster.timing.IterationTimes`). Bandwidth shared between jobs is not
+modelled.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from doppler_gym.cluster.schedulers import JobView, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Trace
 
-_ARRIVAL, _RESTART, _ROUND, _FAILURE = 0, 1, 2, 3
+_ARRIVAL, _RESTART, _ROUND, _FAILURE, _SLOW_START, _SLOW_END = 0, 1, 2, 3, 4, 5
 _WAITING, _RUNNING, _RESTARTING, _DONE, _FUTURE = 0, 1, 2, 3, 4
 _EPS = 1e-9
 
@@ -96,14 +99,27 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
         heapq.heappush(events, (float(rng.exponential(1.0 / fail_rate)), _FAILURE, seq, -1))
         seq += 1
     round_pending = False  # a round tick is queued (ticks run only while some job waits)
+    # Stragglers: slowdown onsets at rate 1/straggler_mtbs per GPU, ignored on a GPU already slow, so
+    # each GPU alternates Exp(straggler_mtbs) healthy and Exp(straggler_duration) slow periods.
+    rng_slow = np.random.default_rng([seed, 1])  # its own stream: failures draw the same with or without it
+    slow_rate = n_gpus / failures.straggler_mtbs  # [1/s], whole cluster
+    gpu_slow = np.zeros(n_gpus, dtype=bool)  # (n_gpus,)
+    if slow_rate > 0:
+        heapq.heappush(events, (float(rng_slow.exponential(1.0 / slow_rate)), _SLOW_START, seq, -1))
+        seq += 1
+    variable_speed = scheduler.share or slow_rate > 0
 
     def job_speeds(i: int) -> float:
+        """Solo seconds per second: the worst sharing fraction over its GPUs, times the straggler speed
+        if any of its GPUs is slow (synchronous training runs at its slowest GPU's pace)."""
         f = 1.0
         for g in alloc[i]:
             for o in occupants[g]:
                 if o != i:
                     pair = interference(jobs[i].job_type, jobs[o].job_type, gpu_type[g])
                     f = min(f, pair[0] if pair else 1.0)
+        if slow_rate > 0 and gpu_slow[alloc[i]].any():
+            f *= failures.straggler_speed
         return f
 
     def set_time(i: int) -> None:
@@ -166,7 +182,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             n_busy[0] += not occupants[g]
             occupants[g].append(i)
         status[i] = _RUNNING
-        speed[i] = 1.0  # refresh_speeds() sets the shared ones
+        speed[i] = 1.0  # refresh_speeds() sets the shared and slowed ones
         if np.isnan(first_start[i]):
             first_start[i] = now
         set_time(i)
@@ -221,6 +237,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                     got = pick_shared(i)
                     if got is not None:
                         start(i, got)
+        if variable_speed:
             refresh_speeds()
 
     now = 0.0
@@ -283,6 +300,18 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                 if n_done < n:
                     heapq.heappush(events, (now + float(rng.exponential(1.0 / fail_rate)), _FAILURE, seq, -1))
                     seq += 1
+            elif kind == _SLOW_START:
+                g = int(rng_slow.integers(n_gpus))
+                if not gpu_slow[g]:
+                    gpu_slow[g] = True
+                    heapq.heappush(events, (now + float(rng_slow.exponential(failures.straggler_duration)),
+                                            _SLOW_END, seq, g))
+                    seq += 1
+                if n_done < n:
+                    heapq.heappush(events, (now + float(rng_slow.exponential(1.0 / slow_rate)), _SLOW_START, seq, -1))
+                    seq += 1
+            elif kind == _SLOW_END:
+                gpu_slow[i] = False  # here i is a GPU id
             changed = True
         if changed:
             reschedule()

@@ -1,4 +1,4 @@
-"""Failures and checkpoints: the Poisson failure model, a job's checkpointed timeline, Young's interval.
+"""Failures, stragglers and checkpoints: the Poisson failure model, a job's checkpointed timeline, Young's interval.
 
 A job's work is a timeline in *solo seconds* (time at full speed on its allocation): segments of
 ``k`` iterations of ``t`` seconds each followed by a checkpoint of ``C`` seconds, with no checkpoint
@@ -27,16 +27,29 @@ class FailureModel:
             GPUs is interrupted at rate ``g / gpu_mtbf`` while it holds them.
         restart_delay: time from a failure until the job can be scheduled again [s]; it then resumes
             from its last checkpoint (the failed GPU is repaired at once).
+        straggler_mtbs: mean healthy time between slow-but-alive periods of one GPU [s] (``inf``:
+            none). Alibaba's Falcon study reports such episodes from tens of seconds to ~10 hours.
+        straggler_duration: mean length of a slow period [s] (exponential).
+        straggler_speed: fraction of its pace a job keeps while any of its GPUs is slow, in (0, 1].
     """
 
     gpu_mtbf: float = math.inf  # [s]
     restart_delay: float = 0.0  # [s]
+    straggler_mtbs: float = math.inf  # [s]
+    straggler_duration: float = 600.0  # [s]
+    straggler_speed: float = 0.5
 
     def __post_init__(self) -> None:
         if not (self.gpu_mtbf > 0):
             raise ValueError(f"FailureModel.gpu_mtbf must be > 0 [s] (inf = no failures), got {self.gpu_mtbf!r}")
         if not (self.restart_delay >= 0 and math.isfinite(self.restart_delay)):
             raise ValueError(f"FailureModel.restart_delay must be a finite time >= 0 [s], got {self.restart_delay!r}")
+        if not (self.straggler_mtbs > 0):
+            raise ValueError(f"FailureModel.straggler_mtbs must be > 0 [s] (inf = none), got {self.straggler_mtbs!r}")
+        if not (0 < self.straggler_duration < math.inf):
+            raise ValueError(f"FailureModel.straggler_duration must be in (0, inf) [s]: {self.straggler_duration!r}")
+        if not (0 < self.straggler_speed <= 1):
+            raise ValueError(f"FailureModel.straggler_speed must be in (0, 1], got {self.straggler_speed!r}")
 
     @classmethod
     def llama3(cls, restart_delay: float = 600.0) -> FailureModel:

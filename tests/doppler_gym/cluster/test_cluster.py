@@ -90,6 +90,19 @@ def test_effective_fraction_peaks_near_youngs_interval():
     assert r.jobs["checkpoint_every"][0] == round(t_young) and r.effective_fraction == pytest.approx(eff[3])
 
 
+def test_stragglers_slow_a_job_by_the_stationary_slow_probability():
+    # Each GPU is slow a fraction p = d / (m + d) of the time; a 4-GPU job runs at speed s while any
+    # of its GPUs is slow (probability q = 1 - (1 - p)^4), so its long-run pace is (1 - q) + q s.
+    m, d, speed = 4_000.0, 1_000.0, 0.5
+    q = 1 - (1 - d / (m + d)) ** 4
+    job = C.Job(0, 0.0, 1_000_000, gpus=4, workload=None, profile={"*": {4: 1.0}})
+    fm = C.FailureModel(straggler_mtbs=m, straggler_duration=d, straggler_speed=speed)
+    r = C.run(C.Trace((job,)), C.Cluster((C.Node(4, "v100", None),)), "fifo", seed=4, failures=fm)
+    # over 20 seeds: mean 0.703 (expected 0.705), standard deviation 0.008
+    assert r.effective_fraction == pytest.approx((1 - q) + q * speed, abs=0.03)
+    assert r.interruptions == 0 and r.jobs["held"][0] == r.jobs["jct"][0]
+
+
 def test_heavy_tailed_trace_srtf_beats_las_beats_fifo_on_average_jct():
     trace = C.traces.generate(300, seed=0, mean_interarrival=120.0)  # log-normal durations, sigma 1.8
     cluster = C.Cluster.uniform(4, 8)
@@ -175,6 +188,8 @@ def test_bad_input_names_the_field():
         C.run(C.Trace((C.Job(0, 0.0, 10, workload_params={"depth": 3}),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="checkpoints='daly'"):
         C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "fifo", seed=0, checkpoints="daly")
+    with pytest.raises(ValueError, match="straggler_speed"):
+        C.FailureModel(straggler_speed=0.0)
     with pytest.raises(ValueError, match="unique"):
         C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
 
