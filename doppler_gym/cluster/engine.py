@@ -135,15 +135,12 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
         iter_time[i] = t
         work[i] = fl.total_work(job.iterations, t, every[i], job.checkpoint_cost)
 
-    def release(i: int) -> list[int]:
-        partners = set()
+    def release(i: int) -> None:
         for g in alloc[i]:
             occupants[g].remove(i)
-            partners.update(occupants[g])
             n_busy[0] -= not occupants[g]
         alloc[i] = []
         speed[i] = 0.0
-        return sorted(partners)
 
     def pick_free(k: int) -> list[int] | None:
         if k > n_gpus - n_busy[0]:
@@ -269,8 +266,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
         finished = running[progress[running] >= work[running] * (1 - 1e-12) - _EPS] if running.size else running
         for i in finished.tolist():
             progress[i] = work[i]
-            for p in release(i):
-                speed[p] = 0.0
+            release(i)  # a partner's solo speed is restored by refresh_speeds() in reschedule()
             status[i] = _DONE
             completion[i] = now
             n_done += 1
@@ -282,7 +278,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                 if kind == _ARRIVAL:  # solo duration on the requested GPUs (of the first node's type), for SRTF
                     job = jobs[i]
                     t = times(job, gpu_type[0], job.gpus)
-                    solo_total[i] = fl.total_work(job.iterations, t, job.checkpoint_every, job.checkpoint_cost)
+                    solo_total[i] = fl.total_work(job.iterations, t, every[i], job.checkpoint_cost)
             elif kind == _ROUND:
                 round_pending = False
             elif kind == _FAILURE:
