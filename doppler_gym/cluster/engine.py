@@ -271,7 +271,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             completion[i] = now
             n_done += 1
             changed = True
-        while events and events[0][0] <= now + _EPS:
+        while events and events[0][0] <= now:
             _, kind, _, i = heapq.heappop(events)
             if kind in (_ARRIVAL, _RESTART):
                 status[i] = _WAITING
