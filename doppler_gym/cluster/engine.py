@@ -10,10 +10,14 @@ GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
 Stragglers: a GPU of the failure model's slow periods runs every job on it at ``straggler_speed``
 of its pace (a synchronous job at its slowest GPU's pace).
 
+Bandwidth: with a finite ``Cluster.node_uplink_bandwidth``, jobs spanning nodes share each node's
+uplink max-min fairly in their pace (see ``bandwidth_shares`` inside :func:`simulate_cluster`); a job
+runs at the lower of that share and its sharing/straggler speed. The model is conservative: it
+treats a job's cross-node traffic as on its critical path.
+
 Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
 as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
-got (:class:`doppler_gym.cluster.timing.IterationTimes`). Bandwidth shared between jobs is not
-modelled.
+got (:class:`doppler_gym.cluster.timing.IterationTimes`).
 """
 
 from __future__ import annotations
@@ -107,7 +111,9 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
     if slow_rate > 0:
         heapq.heappush(events, (float(rng_slow.exponential(1.0 / slow_rate)), _SLOW_START, seq, -1))
         seq += 1
-    variable_speed = scheduler.share or slow_rate > 0
+    uplink = cluster.node_uplink_bandwidth  # [B/s] per node
+    cross = np.zeros(n)  # (n,) [B] per iteration crossing between the job's nodes (0 on one node)
+    variable_speed = scheduler.share or slow_rate > 0 or math.isfinite(uplink)
 
     def job_speeds(i: int) -> float:
         """Solo seconds per second: the worst sharing fraction over its GPUs, times the straggler speed
@@ -134,6 +140,7 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             progress[i] = fl.rescale(progress[i], iter_time[i], t, every[i], job.checkpoint_cost)
         iter_time[i] = t
         work[i] = fl.total_work(job.iterations, t, every[i], job.checkpoint_cost)
+        cross[i] = times.cross_bytes(job, slow, len(alloc[i])) if len({gpu_node[g] for g in alloc[i]}) > 1 else 0.0
 
     def release(i: int) -> None:
         for g in alloc[i]:
@@ -184,9 +191,45 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
             first_start[i] = now
         set_time(i)
 
+    def bandwidth_shares(run: list[int]) -> dict[int, float]:
+        """Max-min fair progress fractions x_j <= 1 of the jobs whose traffic crosses node uplinks.
+
+        A job spanning nodes sends and receives ``2 cross_j g_l / g_j`` bytes per iteration through
+        node ``l``'s uplink (its crossing bytes leave one node and enter another, split over its nodes
+        by GPU count), a demand of that over its iteration time [B/s] at full speed; at fraction x_j of
+        its pace it uses x_j of it. Progressive filling raises every unfrozen x_j together until an
+        uplink saturates, freezes the jobs on it, and goes on; no job exceeds 1.
+        """
+        demand: dict[int, dict[int, float]] = {}  # job -> {node: B/s at full speed}
+        for i in run:
+            if cross[i] > 0:
+                nodes, counts = np.unique(gpu_node[alloc[i]], return_counts=True)
+                demand[i] = {int(l): 2 * cross[i] * c / len(alloc[i]) / iter_time[i] for l, c in zip(nodes, counts)}
+        x: dict[int, float] = {}
+        used: dict[int, float] = {}  # node -> B/s of the frozen jobs
+        while len(x) < len(demand):
+            load: dict[int, float] = {}
+            for i, d in demand.items():
+                if i not in x:
+                    for l, v in d.items():
+                        load[l] = load.get(l, 0.0) + v
+            level = {l: (uplink - used.get(l, 0.0)) / v for l, v in load.items()}
+            bottleneck = min(level, key=lambda l: (level[l], l))
+            if level[bottleneck] >= 1.0:
+                x.update({i: 1.0 for i in demand if i not in x})
+                break
+            for i, d in demand.items():
+                if i not in x and bottleneck in d:
+                    x[i] = level[bottleneck]
+                    for l, v in d.items():
+                        used[l] = used.get(l, 0.0) + x[i] * v
+        return x
+
     def refresh_speeds() -> None:
-        for i in np.flatnonzero(status == _RUNNING):
-            speed[i] = job_speeds(int(i))
+        run = np.flatnonzero(status == _RUNNING).tolist()
+        x = bandwidth_shares(run) if math.isfinite(uplink) else {}
+        for i in run:
+            speed[i] = min(job_speeds(i), x.get(i, 1.0))
 
     def reschedule() -> None:
         # Trace order is arrival order, so the active jobs come out of flatnonzero already sorted.

@@ -45,7 +45,7 @@ class IterationTimes:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._nodes = {n.gpu_type: n for n in cluster.nodes}
-        self._cache: dict[tuple, float] = {}
+        self._cache: dict[tuple, tuple[float, float]] = {}  # -> (iteration time [s], cross-node bytes [B])
 
     def __call__(self, job: Job, gpu_type: str, k: int) -> float:
         if job.profile is not None:
@@ -61,11 +61,30 @@ class IterationTimes:
             below = [c for c in known if c <= k]
             c = below[-1] if below else known[0]
             return row[c] * c / k
+        return self._graph(job, gpu_type, k)[0]
+
+    def cross_bytes(self, job: Job, gpu_type: str, k: int) -> float:
+        """Bytes per iteration [B] that cross between nodes when the job spans several: its
+        ``cross_node_bytes``, else 0 for a profile job, else the outputs its graph's placement on the
+        tiled sub-topology sends from one node's GPUs to another's (once per destination GPU)."""
+        if job.cross_node_bytes is not None:
+            return job.cross_node_bytes
+        if job.profile is not None:
+            return 0.0
+        return self._graph(job, gpu_type, k)[1]
+
+    def _graph(self, job: Job, gpu_type: str, k: int) -> tuple[float, float]:
         node = self._nodes[gpu_type]
         key = (job.workload, tuple(sorted(job.workload_params.items())), k, gpu_type, node.preset)
         if key not in self._cache:
             graph = workloads.make(job.workload, **dict(job.workload_params))
             topo = sub_topology(node, k, self.cluster)
-            placement = critical_path(graph, topo)
-            self._cache[key] = float(simulate(graph, placement.assignment, topology=topo).makespan)
+            a = critical_path(graph, topo).assignment
+            per_node = min(node.gpus, Topology.preset(node.preset).n_devices if node.preset else node.gpus)
+            tile = np.asarray(a) // per_node
+            src, dst = np.asarray(graph.src), np.asarray(graph.dst)
+            cross = tile[src] != tile[dst]
+            pairs = np.unique(np.stack([src[cross], np.asarray(a)[dst[cross]]]), axis=1)
+            nbytes = float(np.asarray(graph.out_bytes, dtype=np.float64)[pairs[0]].sum()) if pairs.size else 0.0
+            self._cache[key] = (float(simulate(graph, a, topology=topo).makespan), nbytes)
         return self._cache[key]

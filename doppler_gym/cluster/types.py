@@ -43,12 +43,15 @@ class Cluster:
         inter_node_bandwidth: per-GPU bandwidth between two nodes [B/s] (default 25 GB/s, one
             200 Gb/s InfiniBand HDR rail per GPU), used when a job's graph spans several nodes.
         inter_node_latency: per-transfer latency between nodes [s].
+        node_uplink_bandwidth: capacity of each node's link to the network core [B/s], shared max-min
+            fairly by the jobs whose traffic crosses it (``inf``: no contention between jobs).
         name: a label for reports.
     """
 
     nodes: tuple[Node, ...]
     inter_node_bandwidth: float = 25e9  # [B/s]
     inter_node_latency: float = 5e-6  # [s]
+    node_uplink_bandwidth: float = math.inf  # [B/s]
     name: str = "cluster"
 
     def __post_init__(self) -> None:
@@ -59,6 +62,8 @@ class Cluster:
             raise ValueError(f"Cluster.inter_node_bandwidth must be > 0 [B/s], got {self.inter_node_bandwidth!r}")
         if not (self.inter_node_latency >= 0):
             raise ValueError(f"Cluster.inter_node_latency must be >= 0 [s], got {self.inter_node_latency!r}")
+        if not (self.node_uplink_bandwidth > 0):
+            raise ValueError(f"Cluster.node_uplink_bandwidth must be > 0 [B/s], got {self.node_uplink_bandwidth!r}")
 
     @classmethod
     def uniform(cls, n_nodes: int, gpus_per_node: int = 8, gpu_type: str = "v100",
@@ -94,6 +99,8 @@ class Job:
         checkpoint_cost: time one checkpoint takes [s].
         job_type: label for the GPU-sharing interference model (a Gavel job type, or anything).
         max_gpus: the most GPUs the job could use (kept for elastic schedulers; default ``gpus``).
+        cross_node_bytes: bytes per iteration that cross between its nodes when it spans several
+            [B] (``None``: from its graph's placement; 0 for a profile job).
     """
 
     job_id: int
@@ -107,9 +114,13 @@ class Job:
     checkpoint_cost: float = 0.0  # [s]
     job_type: str = "generic"
     max_gpus: int | None = None
+    cross_node_bytes: float | None = None  # [B] per iteration
 
     def __post_init__(self) -> None:
         where = f"Job {self.job_id!r}"
+        if self.cross_node_bytes is not None and not (0 <= self.cross_node_bytes < math.inf):
+            raise ValueError(f"{where}: cross_node_bytes must be None or finite and >= 0 [B], "
+                             f"got {self.cross_node_bytes!r}")
         if not (isinstance(self.arrival, (int, float)) and math.isfinite(self.arrival) and self.arrival >= 0):
             raise ValueError(f"{where}: arrival must be a finite time >= 0 [s], got {self.arrival!r}")
         if not isinstance(self.iterations, int) or self.iterations < 1:

@@ -103,6 +103,27 @@ def test_stragglers_slow_a_job_by_the_stationary_slow_probability():
     assert r.interruptions == 0 and r.jobs["held"][0] == r.jobs["jct"][0]
 
 
+def test_jobs_share_node_uplinks_max_min_fairly():
+    # 3 nodes of 8 GPUs, uplinks of 1 GB/s. A (12 GPUs) lands on nodes 0 (8) + 1 (4), B (12) on 2 (8) + 1 (4).
+    # Demands at full speed [GB/s] = 2 x crossing bytes x (GPUs there / 12) / 1 s:
+    # A: node 0 1.2, node 1 0.6; B: node 1 0.2, node 2 0.4. Node 0 saturates first at x_A = 1/1.2;
+    # node 1 then has 1 - 0.5 = 0.5 GB/s left for B's 0.2: B runs at full speed.
+    cluster = C.Cluster.uniform(3, 8, preset=None, node_uplink_bandwidth=1e9)
+    a = C.Job(0, 0.0, 1_000, gpus=12, workload=None, profile={"*": {12: 1.0}}, cross_node_bytes=0.9e9)
+    b = C.Job(1, 0.0, 1_000, gpus=12, workload=None, profile={"*": {12: 1.0}}, cross_node_bytes=0.3e9)
+    r = C.run(C.Trace((a, b)), cluster, "fifo", seed=0)
+    np.testing.assert_allclose(r.jobs["completion"], [1_000 * 1.2, 1_000.0])
+    # the same jobs without contention, and a job on one node, run at full speed
+    free = C.run(C.Trace((a, b)), C.Cluster.uniform(3, 8, preset=None), "fifo", seed=0)
+    np.testing.assert_allclose(free.jobs["completion"], [1_000.0, 1_000.0])
+    one = C.Job(0, 0.0, 1_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, cross_node_bytes=1e12)
+    assert C.run(C.Trace((one,)), cluster, "fifo", seed=0).jobs["completion"][0] == pytest.approx(1_000.0)
+    # a graph job's crossing bytes come from its placement: none on one node, some across two
+    times = C.IterationTimes(C.Cluster.uniform(2, 8))
+    ffnn = C.Job(0, 0.0, 10, gpus=12, workload="ffnn")
+    assert times.cross_bytes(ffnn, "v100", 8) == 0.0 and times.cross_bytes(ffnn, "v100", 12) > 0
+
+
 def test_heavy_tailed_trace_srtf_beats_las_beats_fifo_on_average_jct():
     trace = C.traces.generate(300, seed=0, mean_interarrival=120.0)  # log-normal durations, sigma 1.8
     cluster = C.Cluster.uniform(4, 8)
@@ -190,6 +211,10 @@ def test_bad_input_names_the_field():
         C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "fifo", seed=0, checkpoints="daly")
     with pytest.raises(ValueError, match="straggler_speed"):
         C.FailureModel(straggler_speed=0.0)
+    with pytest.raises(ValueError, match="node_uplink_bandwidth"):
+        C.Cluster.uniform(2, 8, node_uplink_bandwidth=0.0)
+    with pytest.raises(ValueError, match="cross_node_bytes"):
+        C.Job(0, 0.0, 10, cross_node_bytes=-1.0)
     with pytest.raises(ValueError, match="unique"):
         C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
 
