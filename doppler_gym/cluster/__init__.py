@@ -1,5 +1,5 @@
 """Job-level simulation of a shared GPU cluster: online training jobs, schedulers, GPU sharing,
-failures and checkpoints.
+node-uplink bandwidth sharing, failures, stragglers and checkpoints.
 
 >>> from doppler_gym import cluster
 >>> trace = cluster.traces.generate(200, seed=0)
@@ -9,8 +9,9 @@ failures and checkpoints.
 
 Modules: :mod:`~.types` (Node, Cluster, Job, Trace), :mod:`~.traces` (generated and shipped traces),
 :mod:`~.timing` (a job's iteration time: its profile, or its graph simulated on a sub-topology),
-:mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, checkpoints, Young's
-interval), :mod:`~.schedulers`, :mod:`~.engine` (the event loop) and :mod:`~.metrics`.
+:mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, stragglers, checkpoints,
+Young's interval), :mod:`~.schedulers`, :mod:`~.engine` (the event loop, bandwidth sharing) and
+:mod:`~.metrics`. Results: ``docs/results/cluster.md``.
 """
 
 from __future__ import annotations
