@@ -1,0 +1,191 @@
+"""``doppler cluster --trace NAME|generated[:N] --cluster uniform:NODESxGPUS --scheduler NAME``.
+
+Runs :func:`doppler_gym.cluster.run` once, prints the metrics table, and writes ``DIR/jobs.csv`` (the
+per-job table, :data:`~doppler_gym.cluster.metrics.JOB_COLUMNS`) and ``DIR/utilisation.png`` (busy
+GPUs over time). Times are in seconds unless a flag says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from pathlib import Path
+
+from doppler_gym import cluster as dc
+from doppler_gym.cluster.metrics import ClusterResult
+
+DEFAULT_GENERATED_JOBS = 200
+GPU_TYPES = ("v100", "p100", "k80")  # the types Gavel measured (gavel-msr profiles); generated traces run on any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "cluster", help="simulate a job trace on a shared GPU cluster under a scheduler",
+        description="Simulate training jobs arriving online on a GPU cluster (doppler_gym.cluster.run): print "
+        "the metrics, write the per-job table (jobs.csv) and busy GPUs over time (utilisation.png). "
+        "Times are in seconds [s].",
+    )
+    p.add_argument("--trace", required=True, metavar="NAME[:N]|generated[:N]",
+                   help=f"a shipped trace ({', '.join(dc.traces.names())}; :N keeps its first N jobs) or "
+                   f"generated:N, N Philly-like jobs (Poisson arrivals every 60 s on average, log-normal "
+                   f"durations, median 30 min; default N {DEFAULT_GENERATED_JOBS}), seeded by --seed")
+    p.add_argument("--cluster", required=True, metavar="uniform:NODESxGPUS[:TYPE]",
+                   help=f"NODES identical nodes of GPUS GPUs of TYPE ({', '.join(GPU_TYPES)}; default v100), "
+                   "e.g. uniform:8x8 = 64 V100 in DGX-1 nodes (Cluster.uniform); the uniform: prefix is optional")
+    p.add_argument("--scheduler", required=True, metavar="NAME",
+                   help=f"{', '.join(dc.schedulers.names())}")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seeds the generated trace and the failure process (default 0)")
+    p.add_argument("--mtbf-hours", type=float, metavar="H",
+                   help="mean time between failures of one GPU [h] (Poisson; default: no failures; "
+                   f"Llama 3's figure is {dc.LLAMA3_GPU_MTBF / 3600:.3g} h)")
+    p.add_argument("--restart-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="time from a failure until the job can restart from its last checkpoint [s] (default 0)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--checkpoint-every", type=int, metavar="K",
+                       help="every job checkpoints after every K iterations (default: never)")
+    group.add_argument("--checkpoint", choices=("young",),
+                       help="young: each job checkpoints at Young's interval sqrt(2 C MTBF) for its GPU set "
+                       "(needs --mtbf-hours and --checkpoint-cost)")
+    p.add_argument("--checkpoint-cost", type=float, default=0.0, metavar="SECONDS",
+                   help="time one checkpoint takes [s] (default 0)")
+    p.add_argument("--out", default="cluster-out", metavar="DIR",
+                   help="where to write jobs.csv and utilisation.png (default cluster-out)")
+    p.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------------- parsing
+def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
+                checkpoint_cost: float = 0.0) -> dc.Trace:
+    """``generated[:N]`` (``traces.generate(N, seed=seed)``) or a shipped ``NAME[:N]`` (its first N jobs)."""
+    name, _, count = str(spec).strip().partition(":")
+    n: int | None = None
+    if count:
+        if not re.fullmatch(r"\d+", count) or int(count) < 1:
+            raise ValueError(f"--trace {spec!r}: N must be a positive number of jobs")
+        n = int(count)
+    if name == "generated":
+        return dc.traces.generate(n or DEFAULT_GENERATED_JOBS, seed=seed, checkpoint_every=checkpoint_every,
+                                  checkpoint_cost=checkpoint_cost)
+    if name not in dc.traces.names():
+        raise ValueError(f"--trace {spec!r}: unknown trace; use generated[:N] or one of "
+                         f"{', '.join(dc.traces.names())} (optionally :N)")
+    return dc.traces.load(name, limit=n, checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost)
+
+
+def parse_cluster(spec: str) -> dc.Cluster:
+    """``[uniform:]NODESxGPUS[:TYPE]`` -> ``Cluster.uniform(NODES, GPUS, TYPE)`` (8-GPU V100 nodes: DGX-1)."""
+    m = re.fullmatch(r"(?:uniform:)?(\d+)x(\d+)(?::(\w+))?", str(spec).strip().lower())
+    if not m:
+        raise ValueError(f"--cluster {spec!r}: use uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100")
+    nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "v100"
+    if nodes < 1 or gpus < 1:
+        raise ValueError(f"--cluster {spec!r}: NODES and GPUS must be >= 1")
+    if gpu_type not in GPU_TYPES:
+        raise ValueError(f"--cluster {spec!r}: unknown GPU type {gpu_type!r}; use one of {', '.join(GPU_TYPES)}")
+    preset = "v100x8-dgx1" if (gpus, gpu_type) == (8, "v100") else None
+    return dc.Cluster.uniform(nodes, gpus, gpu_type, preset=preset)
+
+
+def failures_from_args(args: argparse.Namespace) -> dc.FailureModel:
+    if args.restart_delay < 0 or not math.isfinite(args.restart_delay):
+        raise ValueError(f"--restart-delay {args.restart_delay}: use a time >= 0 [s]")
+    if args.mtbf_hours is None:
+        return dc.FailureModel(restart_delay=args.restart_delay)
+    if not args.mtbf_hours > 0:
+        raise ValueError(f"--mtbf-hours {args.mtbf_hours}: use a positive number of hours")
+    return dc.FailureModel(gpu_mtbf=args.mtbf_hours * 3600.0, restart_delay=args.restart_delay)
+
+
+# ---------------------------------------------------------------------- running
+def run(args: argparse.Namespace) -> int:
+    if args.seed < 0:
+        raise ValueError(f"--seed {args.seed}: use a seed >= 0")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise ValueError(f"--checkpoint-every {args.checkpoint_every}: use a number of iterations >= 1")
+    if not (args.checkpoint_cost >= 0 and math.isfinite(args.checkpoint_cost)):
+        raise ValueError(f"--checkpoint-cost {args.checkpoint_cost}: use a time >= 0 [s]")
+    if args.checkpoint == "young" and (args.mtbf_hours is None or not args.checkpoint_cost > 0):
+        raise ValueError("--checkpoint young needs --mtbf-hours and a --checkpoint-cost > 0 [s]")
+    scheduler = dc.schedulers.make(args.scheduler)  # an unknown name fails here, before the trace is built
+    cluster = parse_cluster(args.cluster)
+    failures = failures_from_args(args)
+    trace = parse_trace(args.trace, seed=args.seed, checkpoint_every=args.checkpoint_every,
+                        checkpoint_cost=args.checkpoint_cost)
+    result = dc.run(trace, cluster, scheduler, seed=args.seed, failures=failures,
+                    checkpoints=args.checkpoint or "fixed")
+
+    print(f"trace         {trace.name}: {len(trace)} jobs")
+    print(f"cluster       {cluster.name}: {cluster.n_gpus} GPUs in {len(cluster.nodes)} nodes")
+    print(f"scheduler     {scheduler.name}, seed {args.seed}")
+    print(f"failures      {describe_failures(args)}")
+    print_metrics(result)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out / "jobs.csv")
+    plot_utilisation(out / "utilisation.png", result, f"{trace.name} on {cluster.name}, {scheduler.name}")
+    print(f"per-job table {out / 'jobs.csv'}")
+    print(f"utilisation   {out / 'utilisation.png'}")
+    return 0
+
+
+def describe_failures(args: argparse.Namespace) -> str:
+    if args.mtbf_hours is None:
+        text = "none"
+    else:
+        text = f"per-GPU MTBF {args.mtbf_hours:g} h, restart delay {args.restart_delay:g} s"
+    if args.checkpoint == "young":
+        return f"{text}; checkpoints at Young's interval, {args.checkpoint_cost:g} s each"
+    if args.checkpoint_every:
+        return f"{text}; checkpoint every {args.checkpoint_every} iterations, {args.checkpoint_cost:g} s each"
+    return f"{text}; no checkpoints"
+
+
+def print_metrics(r: ClusterResult) -> None:
+    """The summary metrics as a rich table (metric, value, unit)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{r.scheduler}: {r.n_jobs} jobs on {r.n_gpus} GPUs")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    for label, value, unit in (
+        ("average JCT", f"{r.avg_jct:,.1f}", "s"),
+        ("p99 JCT", f"{r.p99_jct:,.1f}", "s"),
+        ("makespan", f"{r.makespan:,.1f}", "s"),
+        ("utilisation", f"{r.utilisation:.3f}", "solo-equivalent work / capacity"),
+        ("occupancy", f"{r.occupancy:.3f}", "busy GPU-s / capacity"),
+        ("goodput", f"{r.goodput:,.1f}", "iterations / busy GPU-hour"),
+        ("effective-time fraction", f"{r.effective_fraction:.3f}", "useful / elapsed, job mean"),
+        ("interruptions", f"{r.interruptions}", "failures that stopped a job"),
+    ):
+        table.add_row(label, value, unit)
+    Console(width=max(Console().width, 100), highlight=False).print(table)
+
+
+def plot_utilisation(path: str | os.PathLike, r: ClusterResult, title: str) -> None:
+    """Busy GPUs (a step function) against simulated time, with the cluster's capacity."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    end = float(max(r.util_t[-1], r.jobs["completion"].max()))
+    scale, unit = (60.0, "min") if end < 7_200 else (3_600.0, "h") if end < 3 * 86_400 else (86_400.0, "days")
+    t = [float(x) / scale for x in r.util_t] + [end / scale]
+    v = [int(x) for x in r.util_v] + [int(r.util_v[-1])]
+    fig = Figure(figsize=(8, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.step(t, v, where="post", lw=1.0, label="busy GPUs")
+    ax.axhline(r.n_gpus, color="grey", ls="--", lw=1.0, label=f"capacity ({r.n_gpus} GPUs)")
+    ax.set_xlim(0, end / scale)
+    ax.set_ylim(0, r.n_gpus * 1.25)  # headroom for the legend
+    ax.set_xlabel(f"simulated time [{unit}]")
+    ax.set_ylabel("busy GPUs [GPUs]")
+    ax.set_title(f"{title}: occupancy {r.occupancy:.3f}, avg JCT {r.avg_jct:,.0f} s")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper center", ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
