@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Generator
 
 import numpy as np
 
@@ -44,6 +45,28 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                      failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
                      checkpoints: str = "fixed", max_events: int = 10_000_000) -> ClusterResult:
     """Run the simulation; see :func:`doppler_gym.cluster.run` for the arguments."""
+    sim = decisions(trace, cluster, scheduler, seed=seed, failures=failures, interference=interference, times=times,
+                    checkpoints=checkpoints, max_events=max_events)
+    try:
+        view = next(sim)
+        while True:
+            view = sim.send(scheduler.order(view))
+    except StopIteration as stop:
+        return stop.value
+
+
+def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
+              failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
+              checkpoints: str = "fixed", max_events: int = 10_000_000
+              ) -> Generator[JobView, list[int], ClusterResult]:
+    """The simulation as a generator of its scheduling decisions (the hook for an external scheduler).
+
+    Yields a :class:`JobView` at each event where some job is active and takes, through ``send``,
+    the order the engine then allocates by, under ``scheduler``'s flags (``preemptive``, ``share``,
+    ``round_s``); its ``order`` is not called. Returns (``StopIteration.value``) the
+    :class:`ClusterResult`. :func:`simulate_cluster` is this generator driven by ``scheduler.order``.
+    Validation errors are raised by the first ``next``.
+    """
     rng = np.random.default_rng(seed)
     interference = interference if interference is not None else GavelInterference()
     times = times if times is not None else IterationTimes(cluster)
@@ -231,16 +254,17 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
         for i in run:
             speed[i] = min(job_speeds(i), x.get(i, 1.0))
 
-    def reschedule() -> None:
+    def view_now() -> JobView | None:
         # Trace order is arrival order, so the active jobs come out of flatnonzero already sorted.
         active = np.flatnonzero((status == _WAITING) | (status == _RUNNING)).tolist()
         if not active:
-            return
+            return None
         # remaining solo time: on the current allocation, or (never started) on the requested GPUs
         remaining = np.where(np.isnan(iter_time), solo_total, work - progress)
-        view = JobView(now=now, active=active, arrival=arrival, gpus=req, running=status == _RUNNING,
-                       attained=attained, remaining=remaining)
-        order = scheduler.order(view)
+        return JobView(now=now, active=active, arrival=arrival, gpus=req, running=status == _RUNNING,
+                       attained=attained, remaining=remaining, completion=completion)
+
+    def reschedule(order: list[int]) -> None:
         is_running = (status == _RUNNING).tolist()
         need = req.tolist()
         if scheduler.preemptive:
@@ -353,7 +377,10 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
                 gpu_slow[i] = False  # here i is a GPU id
             changed = True
         if changed:
-            reschedule()
+            view = view_now()
+            if view is not None:
+                order = yield view
+                reschedule(list(order))
             if scheduler.round_s is not None and not round_pending and (status == _WAITING).any():
                 heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))
                 seq += 1

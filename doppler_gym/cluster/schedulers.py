@@ -41,6 +41,7 @@ class JobView:
     running: np.ndarray  # bool
     attained: np.ndarray  # float64 [GPU s], GPUs x time held so far
     remaining: np.ndarray  # float64 [s], solo time left at the current iteration time (srtf only)
+    completion: np.ndarray | None = None  # float64 [s], completion time of the finished jobs, NaN for the others
 
 
 class Scheduler:

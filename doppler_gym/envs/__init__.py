@@ -1,4 +1,4 @@
-"""Gymnasium environments: DOPPLER's placement MDP, one-shot assignment and collective scheduling.
+"""Gymnasium environments: DOPPLER's placement MDP, one-shot assignment, collective and cluster scheduling.
 
 =========================  ==============================================  ====================================
 id                         entry point                                     decision
@@ -6,10 +6,13 @@ id                         entry point                                     decis
 ``Doppler-Sim-v0``         :class:`~.placement.PlacementEnv`                SEL an op, then PLC its device
 ``Doppler-SimAssign-v0``   :class:`~.assign.AssignEnv`                      the whole assignment at once
 ``Doppler-Collective-v0``  :class:`~.collective.env.CollectiveEnv`          TE-CCL chunk sends, epoch by epoch
+``Doppler-Cluster-v0``     :class:`~.cluster.ClusterEnv`                    the next job to start on a GPU cluster
 ``Doppler-Real-v0``        ``envs_real.env:make_real_env``                  as ``Doppler-Sim-v0``, run for real
 =========================  ==============================================  ====================================
 
-``Doppler-Real-v0`` is a :class:`~.placement.PlacementEnv` whose backend is the real one
+``ENV_IDS`` holds the graph-placement ids (made with ``graph=...``); ``Doppler-Collective-v0`` and
+``Doppler-Cluster-v0`` (``registration.COLLECTIVE_ENV_ID``, ``registration.CLUSTER_ENV_ID``) take
+other arguments. ``Doppler-Real-v0`` is a :class:`~.placement.PlacementEnv` whose backend is the real one
 (``envs_real.RealBackend``); its string entry point loads ``envs_real`` only when the env is made.
 
 Wrappers: :class:`~.wrappers.PlaceOnly` (the agent only places) and :class:`~.wrappers.SelectOnly`
@@ -31,6 +34,7 @@ _LAZY = {
     "PlacementEnv": "doppler_gym.envs.placement",
     "AssignEnv": "doppler_gym.envs.assign",
     "CollectiveEnv": "doppler_gym.envs.collective.env",
+    "ClusterEnv": "doppler_gym.envs.cluster",
     "PlaceOnly": "doppler_gym.envs.wrappers",
     "SelectOnly": "doppler_gym.envs.wrappers",
     "Backend": "doppler_gym.envs.backend",
@@ -51,9 +55,9 @@ _LAZY = {
 
 
 __all__ = [
-    "ENV_IDS", "AssignEnv", "Backend", "CollectiveEnv", "GraphContext", "ImprovementReward", "MakespanReward",
-    "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward", "SimBackend",
-    "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names", "unregister_reward",
+    "ENV_IDS", "AssignEnv", "Backend", "ClusterEnv", "CollectiveEnv", "GraphContext", "ImprovementReward",
+    "MakespanReward", "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward",
+    "SimBackend", "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names", "unregister_reward",
 ]
 
 
