@@ -13,6 +13,7 @@ import dataclasses
 import math
 import time
 import warnings
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def model_seed(seed: int, stage: str) -> int:
     return seed + STAGES.index(stage)
 
 
-class Stage:
+class Stage(ABC):
     """One training stage on the context's policy.
 
     Subclasses set :attr:`name` and implement :meth:`setup` and :meth:`run`; :meth:`state` returns
@@ -66,6 +67,7 @@ class Stage:
 
     name: str = ""
 
+    @abstractmethod
     def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
         """Build the stage's envs and optimizer; set ``ctx.policy`` if the stage builds its own.
 
@@ -73,19 +75,18 @@ class Stage:
             resumed: the checkpoint written while this stage ran (its :meth:`state` entries), when
                 resuming it; else ``None``.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def run(self, ctx: TrainContext) -> None:
         """Train while :meth:`TrainContext.running`; report each finished episode to
         :meth:`TrainContext.episode_done` and call :meth:`TrainContext.maybe_checkpoint` after each update."""
-        raise NotImplementedError
 
     def state(self) -> dict[str, Any]:
         """Checkpoint entries of the stage (``optimizer_state``: the optimizer's ``state_dict``)."""
         return {}
 
-    def close(self) -> None:
-        """Release the stage's envs."""
+    def close(self) -> None:  # noqa: B027  optional hook: a stage without envs has nothing to release
+        """Release the stage's envs (nothing by default)."""
 
 
 class TrainContext:

@@ -22,6 +22,7 @@ discretised into queues by attained-service thresholds, FIFO within a queue; Gu 
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,14 +45,21 @@ class JobView:
     completion: np.ndarray | None = None  # float64 [s], completion time of the finished jobs, NaN for the others
 
 
-class Scheduler:
+class Scheduler(ABC):
+    """A job scheduler: at each event, the order in which active jobs are offered GPUs.
+
+    Class attributes: ``preemptive`` (running jobs may be stopped for earlier ones), ``share`` (jobs
+    may be packed two to a GPU), ``round_s`` [s] (period of the round-tick events, or None).
+    """
+
     name = "base"
     preemptive = False
     share = False
     round_s: float | None = None
 
+    @abstractmethod
     def order(self, view: JobView) -> list[int]:
-        raise NotImplementedError
+        """Indices of ``view.active``'s jobs, first served first."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -26,6 +26,10 @@ class _External(schedulers.Scheduler):
 
     name = "agent"
 
+    def order(self, view: schedulers.JobView) -> list[int]:
+        """Never called: :func:`decisions` takes the order from the env's actions instead."""
+        raise RuntimeError("the env's actions order the jobs; decisions() does not call Scheduler.order")
+
 
 class ClusterEnv(gym.Env):
     """Pick which waiting job starts next on a shared GPU cluster, at each scheduling event.
