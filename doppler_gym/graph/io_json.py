@@ -12,6 +12,8 @@ Format (version 1)::
          "flops": 2.0e9,                    # required: compute cost, finite, >= 0 [FLOP or paper units]
          "out_bytes": 4194304,              # required: output size, finite, >= 0 [B or paper units]
          "kind": "einsum",                  # optional (all ops or none)
+         "workspace_bytes": 0,              # optional, default 0: scratch memory while the op runs [B]
+         "persistent_bytes": 0,             # optional, default 0: memory held the whole run [B]
          "spec": {...} or null},            # optional: OpSpec.to_dict(); null = this op has none
         ...
       ],
@@ -26,6 +28,8 @@ Rules:
   so a write/read round trip is exact.
 - ``"spec"``: if any op has the key, the graph has specs; ops with ``null`` (or without the key)
   have none. If no op has the key the graph has no specs (``specs is None``).
+- ``"workspace_bytes"`` and ``"persistent_bytes"`` (see :mod:`doppler_gym.sim.memory`) are
+  written only on ops where they are not 0, so a graph without memory writes as before.
 - Unknown keys are errors (they are usually typos, e.g. ``"outbytes"``).
 - The graph must be a valid DAG (ids in range, no self loops, no duplicate edges, no cycle).
 
@@ -50,7 +54,8 @@ from doppler_gym.graph.validate import validate_graph_arrays
 FORMAT = "doppler-gym-graph"
 VERSION = 1
 _TOP_KEYS = ("format", "version", "name", "units", "ops", "edges")
-_OP_KEYS = ("name", "flops", "out_bytes", "kind", "spec")
+_OP_KEYS = ("name", "flops", "out_bytes", "kind", "spec", "workspace_bytes", "persistent_bytes")
+_MEMORY_KEYS = ("workspace_bytes", "persistent_bytes")
 _MAX_EXACT = 2**53
 
 __all__ = ["FORMAT", "VERSION", "read_json", "write_json", "graph_from_dict", "graph_to_dict"]
@@ -95,6 +100,9 @@ def graph_to_dict(graph: DataflowGraph) -> dict[str, Any]:
         op["out_bytes"] = _number(graph.out_bytes[i])
         if graph.kinds is not None:
             op["kind"] = graph.kinds[i]
+        for key in _MEMORY_KEYS:
+            if getattr(graph, key)[i] != 0:
+                op[key] = _number(getattr(graph, key)[i])
         if graph.specs is not None:
             spec = graph.specs[i]
             op["spec"] = None if spec is None else spec.to_dict()
@@ -154,6 +162,7 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
     n = len(ops)
     flops = np.zeros(n, dtype=np.float64)
     out_bytes = np.zeros(n, dtype=np.float64)
+    memory = {key: np.zeros(n, dtype=np.float64) for key in _MEMORY_KEYS}
     names: list[str | None] = []
     kinds: list[str | None] = []
     specs: list[OpSpec | None] = []
@@ -165,6 +174,9 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
         _check_keys(op, _OP_KEYS, source, f"ops[{i}]")
         flops[i] = _cost(op, "flops", where)
         out_bytes[i] = _cost(op, "out_bytes", where)
+        for key, column in memory.items():
+            if key in op:
+                column[i] = _cost(op, key, where)
         names.append(_optional_str(op, "name", where))
         kinds.append(_optional_str(op, "kind", where))
         if "spec" in op:
@@ -213,6 +225,8 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
         specs=tuple(specs) if has_spec_key else None,
         name=name,
         units=units,
+        workspace_bytes=memory["workspace_bytes"],
+        persistent_bytes=memory["persistent_bytes"],
     )
 
 

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from doppler_gym.graph.spec import OpSpec
-from doppler_gym.graph.validate import validate_graph_arrays
+from doppler_gym.graph.validate import validate_graph_arrays, validate_memory_array
 
 UNITS = ("physical", "paper")
 
@@ -38,6 +38,10 @@ class DataflowGraph:
         specs: optional per-op executable specs (:class:`OpSpec`) for a real backend.
         name: the graph's name (file stem or workload name).
         units: ``"physical"`` (FLOP and bytes) or ``"paper"`` (abstract costs of the paper files).
+        workspace_bytes: ``(n_ops,) float64`` scratch memory each op holds on its device while it
+            runs [B]; ``None`` (the default) = zeros. See :mod:`doppler_gym.sim.memory`.
+        persistent_bytes: ``(n_ops,) float64`` memory each op keeps on its device for the whole
+            run (weights, gradients, optimizer state) [B]; ``None`` = zeros.
 
     Edges keep their input order: edge ids are positions in ``src``/``dst``. Costs are stored as
     float64, which holds the paper files' integer costs exactly (all below 2**53), so events that
@@ -53,6 +57,8 @@ class DataflowGraph:
     specs: tuple[OpSpec | None, ...] | None = None
     name: str = "graph"
     units: str = "physical"
+    workspace_bytes: np.ndarray | None = None
+    persistent_bytes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         src, dst, flops, out_bytes = validate_graph_arrays(
@@ -67,6 +73,10 @@ class DataflowGraph:
                 )
         if self.units not in UNITS:
             raise ValueError(f"graph {self.name!r}: units must be one of {UNITS}, got {self.units!r}")
+        for label in ("workspace_bytes", "persistent_bytes"):
+            mem = validate_memory_array(getattr(self, label), n, label, where=f"graph {self.name!r}")
+            mem.setflags(write=False)
+            object.__setattr__(self, label, mem)
         for arr in (src, dst, flops, out_bytes):
             arr.setflags(write=False)
         object.__setattr__(self, "src", src)
@@ -153,6 +163,11 @@ class DataflowGraph:
     def predecessors(self, op: int) -> np.ndarray:
         """Producers feeding ``op`` in edge-id order."""
         return self.pred[self.pred_ptr[op] : self.pred_ptr[op + 1]]
+
+    @property
+    def has_memory(self) -> bool:
+        """Whether any op declares workspace or persistent memory (paper files: never)."""
+        return bool(self.workspace_bytes.any() or self.persistent_bytes.any())
 
     # ------------------------------------------------------------------ misc
     @property

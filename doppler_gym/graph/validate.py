@@ -69,6 +69,24 @@ def validate_graph_arrays(
     return src_arr, dst_arr, flops_arr, bytes_arr
 
 
+def validate_memory_array(values: object, n_ops: int, label: str, where: str = "graph") -> np.ndarray:
+    """A per-op memory size (``workspace_bytes``, ``persistent_bytes``) as a contiguous ``(n_ops,) float64``
+    copy [B]; ``None`` gives zeros.
+
+    Raises:
+        ValueError: not one finite number >= 0 per op.
+    """
+    if values is None:
+        return np.zeros(n_ops, dtype=np.float64)
+    arr = _cost_array(values, label, where)
+    if arr.shape[0] != n_ops:
+        raise ValueError(
+            f"{where}: {label} has {arr.shape[0]} entries but the graph has {n_ops} ops; give one size "
+            f"in bytes per op (0 for none) or None"
+        )
+    return arr
+
+
 def _cost_array(values: object, label: str, where: str) -> np.ndarray:
     try:
         arr = np.array(values, dtype=np.float64)

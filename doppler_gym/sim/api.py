@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels
+from doppler_gym.sim import kernels, memory
 from doppler_gym.sim.assignment import MAX_IMPLICIT_DEVICES, as_device_ids, device_count
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.kernels import Meta
@@ -81,7 +81,8 @@ def simulate(
             if ok:
                 entry = _packed(graph, topology, topo_devices, config)
                 problem = entry.problem
-                if config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p":
+                if (config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p"
+                        and config.memory == "off"):
                     if len(_FAST) >= 64:
                         _FAST.clear()
                     if topology is None:  # the device count came from this assignment: later ones must match
@@ -129,9 +130,12 @@ def _run_single(
             floats[o : o + graph.n_edges] = edge_factor[0]
     times = np.empty(problem.n_times, np.float64)
     makespan = kernels.run_packed(meta, problem.ints, floats, assign, times)
-    return Trace.from_kernel_times(
+    trace = Trace.from_kernel_times(
         makespan, times, n, assign, problem.n_devices, problem.time_unit, problem.time_divisor
     )
+    if config.memory != "off":  # derived from the times, after the run (sim/memory.py)
+        trace = memory.attach(trace, graph, topology, config)
+    return trace
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -187,6 +191,11 @@ def simulate_batch(
 
     With jitter, row ``b`` draws its own factors from ``config.seed``: the result depends only on
     the seed and the inputs, never on the thread count.
+
+    Under ``SimConfig(memory="enforce")`` a row whose run exceeds a device's memory
+    (:mod:`doppler_gym.sim.memory`) gets makespan ``inf`` (each row is rerun once to get its
+    times, about the cost of a serial batch); ``"track"`` changes nothing here (use
+    :func:`simulate` for the profile).
     """
     _check_graph(graph)
     _check_config(config)
@@ -209,6 +218,8 @@ def simulate_batch(
     kernels.run_many(problem.meta, problem.ints, problem.floats, prio, comp_factor, edge_factor, assign, out)
     if threads is not None:
         _restore_torch_threads(threads)
+    if config.memory == "enforce":  # a row that runs out of memory is infeasible: makespan inf
+        memory.enforce_batch(graph, topology, problem, prio, comp_factor, edge_factor, assign, out)
     return out
 
 

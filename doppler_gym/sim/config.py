@@ -10,6 +10,7 @@ COST_MODELS = ("topology", "raw")
 LINK_MODELS = ("ideal", "fifo")
 QUEUE_ORDERS = ("fifo", "priority")
 MULTICASTS = ("p2p", "teccl")
+MEMORY_MODES = ("off", "track", "enforce")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,13 @@ class SimConfig:
         multicast_epoch: TE-CCL epoch rule, ``"fast"``, ``"slow"`` or an epoch length [s].
         multicast_time_limit: CP-SAT budget per multicast schedule [s]; a solve that hits it
             keeps its best valid schedule (then makespans may vary between processes).
+        memory: per-device memory (:mod:`doppler_gym.sim.memory`; it never changes the times).
+            ``"off"``: not computed (the fast path). ``"track"``: ``simulate`` attaches a
+            :class:`~doppler_gym.sim.memory.MemoryProfile` (``Trace.memory``: peak and timeline per
+            device, and the first point over the topology's ``memory``, if any). ``"enforce"``:
+            the same, and a placement whose peak exceeds a device's memory is infeasible:
+            ``Trace.feasible`` is False with ``Trace.memory.violation`` (device, time, excess
+            bytes), and ``simulate_batch`` returns ``inf`` for its makespan.
     """
 
     cost_model: str = "topology"
@@ -77,6 +85,7 @@ class SimConfig:
     multicast_chunks: int = 1
     multicast_epoch: str | float = "fast"
     multicast_time_limit: float = 30.0  # [s] per schedule
+    memory: str = "off"  # "off" | "track" | "enforce"
 
     def __post_init__(self) -> None:
         for label, value, allowed in (
@@ -84,6 +93,7 @@ class SimConfig:
             ("link_model", self.link_model, LINK_MODELS),
             ("queue_order", self.queue_order, QUEUE_ORDERS),
             ("multicast", self.multicast, MULTICASTS),
+            ("memory", self.memory, MEMORY_MODES),
         ):
             if value not in allowed:
                 raise ValueError(f"SimConfig.{label} must be one of {allowed}, got {value!r}")

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # memory.py imports this module
+    from doppler_gym.sim.memory import MemoryProfile, MemoryViolation
 
 
 class _KernelTimes:
@@ -49,6 +53,12 @@ class Trace:
         edge_end: ``(n_edges,) float64`` when each edge's data reached its consumer.
         n_devices: number of devices of the topology.
         time_unit: ``"s"``, ``"paper"`` (raw cost / 1e10) or ``"cost"``.
+        memory: the run's per-device memory (:class:`~doppler_gym.sim.memory.MemoryProfile`) under
+            ``SimConfig(memory="track"/"enforce")``; ``None`` under ``memory="off"``.
+        nominal_makespan: the makespan without the config's stragglers (``None`` unless the trace
+            comes from :func:`doppler_gym.sim.stragglers.whatif`).
+        straggler_cost: ``(k,) float64`` makespan each straggler cost, in ``whatif``'s method
+            (``None`` unless from ``whatif``).
     """
 
     makespan: float
@@ -59,6 +69,9 @@ class Trace:
     edge_end: np.ndarray = _KernelTimes()
     n_devices: int
     time_unit: str
+    memory: MemoryProfile | None = None
+    nominal_makespan: float | None = None
+    straggler_cost: np.ndarray | None = None
 
     @classmethod
     def from_kernel_times(
@@ -95,6 +108,49 @@ class Trace:
         fields["_n_ops"] = n_ops
         fields["_divisor"] = divisor
         return self
+
+    def with_memory(self, memory: MemoryProfile) -> Trace:
+        """This trace with ``memory`` attached (a shallow copy: the time arrays are shared)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out.__dict__["memory"] = memory
+        return out
+
+    @property
+    def feasible(self) -> bool:
+        """False when the run was under ``SimConfig(memory="enforce")`` and some device ran out of
+        memory (see :attr:`memory_violation`); True otherwise."""
+        return self.memory is None or self.memory.feasible
+
+    @property
+    def memory_violation(self) -> MemoryViolation | None:
+        """Which device first runs out of memory, when and by how much; ``None`` when all fit or
+        memory is off."""
+        return None if self.memory is None else self.memory.violation
+
+    @property
+    def peak_memory(self) -> np.ndarray:
+        """``(n_devices,) float64`` peak memory in use on each device [B]; needs
+        ``SimConfig(memory="track")`` or ``"enforce"``."""
+        if self.memory is None:
+            raise ValueError("this trace has no memory profile; simulate with SimConfig(memory='track') "
+                             "(or 'enforce'), or call doppler_gym.sim.memory.memory_profile(graph, trace)")
+        return self.memory.peak
+
+    def with_straggler_costs(self, nominal_makespan: float, cost: np.ndarray) -> Trace:
+        """This trace with the what-if figures of its stragglers (a shallow copy: the time arrays are shared)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        out.__dict__["nominal_makespan"] = float(nominal_makespan)
+        out.__dict__["straggler_cost"] = cost
+        return out
+
+    @property
+    def straggler_slowdown(self) -> float | None:
+        """``makespan / nominal_makespan`` (``None`` without what-if figures; 1.0 for a nominal makespan of 0)."""
+        if self.nominal_makespan is None:
+            return None
+        return self.makespan / self.nominal_makespan if self.nominal_makespan > 0 else 1.0
 
     @property
     def device_busy(self) -> np.ndarray:
