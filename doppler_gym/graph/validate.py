@@ -98,7 +98,7 @@ def _cost_array(values: object, label: str, where: str) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         raise ValueError(
-            f"{where}: {label}[{i}] = {arr[i]!r} is not a finite non-negative number "
+            f"{where}: {label}[{i}] = {float(arr[i])!r} is not a finite non-negative number "
             f"({bad.size} such ops); costs must be >= 0 and finite"
         )
     return np.ascontiguousarray(arr)

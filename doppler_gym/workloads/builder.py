@@ -6,6 +6,13 @@ dtype size, and an edge is added from every producer operand, so the spec's oper
 graph's edges always agree. An operand is either a producer op id or an :class:`Ext`, a slice of a
 named full input tensor; the builder records which tile each external operand is, so that
 :class:`~doppler_gym.workloads.workload.Workload` can feed consistent tiles and reassemble outputs.
+
+Memory (:mod:`doppler_gym.sim.memory`): inputs declared with ``parameter=True`` are trained
+weights. Each op that reads a tile of one gets ``persistent_bytes`` for the tile's training state,
+:func:`parameter_bytes` per element (weights, gradients and, with Adam, its two moments and fp32
+master weights); a tile read by ``k`` ops is split equally among them (ZeRO-3 / FSDP-style sharding
+of the state over the ops that use it), so co-located readers hold exactly one copy and the graph
+holds one copy in all. Data inputs and constants hold nothing; activations are the ops' outputs.
 """
 
 from __future__ import annotations
@@ -23,6 +30,41 @@ from doppler_gym.workloads.workload import Index, Workload
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 """Element size [B] of each dtype a generator accepts."""
+
+OPTIMIZERS = ("adam", "sgd", "none")
+"""Training state per parameter: ``"adam"`` (a training step with Adam), ``"sgd"`` (plain SGD: no
+state), ``"none"`` (inference: the weights only)."""
+
+
+def parameter_bytes(dtype: str, optimizer: str = "adam") -> int:
+    """Persistent bytes per parameter element for a training step in ``dtype`` [B].
+
+    ==========  ===============================================  ==========================
+    optimizer   holds                                            float32 / 16-bit / float64
+    ==========  ===============================================  ==========================
+    ``adam``    weight + gradient (dtype) + 2 Adam moments       16 / 16 / 32
+                (fp32, or dtype when wider) + fp32 master
+                weights when dtype is narrower than fp32
+    ``sgd``     weight + gradient (dtype)                        8 / 4 / 16
+    ``none``    weight (dtype)                                   4 / 2 / 8
+    ==========  ===============================================  ==========================
+
+    The 16 B of mixed-precision Adam are the figure of ZeRO (Rajbhandari et al., SC 2020, sec. 3.1:
+    2 + 2 + 12 bytes per parameter); keeping fp32 master weights for 16-bit training is our
+    documented choice (the usual mixed-precision recipe).
+    """
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    size = DTYPE_BYTES[dtype]
+    if optimizer == "none":
+        return size
+    if optimizer == "sgd":
+        return 2 * size
+    state = max(size, 4)
+    master = 4 if size < 4 else 0
+    return 2 * size + 2 * state + master
 
 
 @dataclass(frozen=True)
@@ -73,13 +115,18 @@ class GraphBuilder:
     Args:
         name: graph name (the workload family).
         dtype: element type of every tensor, a key of :data:`DTYPE_BYTES`.
+        optimizer: training state of the parameters (:data:`OPTIMIZERS`, :func:`parameter_bytes`).
     """
 
-    def __init__(self, name: str, dtype: str = "float32") -> None:
+    def __init__(self, name: str, dtype: str = "float32", optimizer: str = "adam") -> None:
         if dtype not in DTYPE_BYTES:
             raise ValueError(f"{name}: dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"{name}: optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         self.name = name
         self.dtype = dtype
+        self.optimizer = optimizer
+        self._parameters: set[str] = set()
         self._inputs: dict[str, tuple[int, ...]] = {}
         self._constants: dict[str, np.ndarray] = {}
         self._specs: list[OpSpec] = []
@@ -89,9 +136,14 @@ class GraphBuilder:
         self._bindings: dict[tuple[int, int], tuple[str, Index]] = {}
         self._outputs: dict[str, tuple[tuple[int, ...], list[tuple[int, Index]]]] = {}
 
-    def input(self, tensor: str, shape: tuple[int, ...], value: np.ndarray | None = None) -> None:
-        """Declare a full external tensor; ``value`` fixes it (a constant such as a rotary table)."""
+    def input(
+        self, tensor: str, shape: tuple[int, ...], value: np.ndarray | None = None, parameter: bool = False
+    ) -> None:
+        """Declare a full external tensor; ``value`` fixes it (a constant such as a rotary table);
+        ``parameter=True`` marks trained weights (their readers hold their training state)."""
         self._inputs[tensor] = tuple(shape)
+        if parameter:
+            self._parameters.add(tensor)
         if value is not None:
             self._constants[tensor] = np.asarray(value)
 
@@ -135,9 +187,25 @@ class GraphBuilder:
             kinds=tuple(self._kinds),
             specs=tuple(self._specs),
             name=self.name,
+            persistent_bytes=self._persistent_bytes(),
         )
         outputs = {k: (shape, tuple(tiles)) for k, (shape, tiles) in self._outputs.items()}
         return Workload(graph, dict(self._inputs), dict(self._constants), dict(self._bindings), outputs)
+
+
+    def _persistent_bytes(self) -> np.ndarray:
+        """``(n_ops,) float64`` [B]: each parameter tile's training state, split equally among its readers."""
+        readers: dict[tuple, list[tuple[int, int]]] = {}  # (tensor, tile) -> [(op, elements)]
+        for (op, i), (tensor, index) in self._bindings.items():
+            if tensor in self._parameters:
+                key = (tensor, tuple((s.start, s.stop, s.step) if isinstance(s, slice) else s for s in index))
+                readers.setdefault(key, []).append((op, math.prod(self._specs[op].operand_shapes[i])))
+        out = np.zeros(len(self._specs))
+        per_element = parameter_bytes(self.dtype, self.optimizer)
+        for ops in readers.values():
+            for op, elements in ops:
+                out[op] += elements * per_element / len(ops)
+        return out
 
 
 def matmul_grid(

@@ -4,6 +4,10 @@ Every ``n x n`` matrix is cut into a ``blocks x blocks`` grid. Product ``p`` (1-
 ``mm<p>[i,j,k]`` per partial product ``X[i,k] @ M<p>[k,j]`` and one ``formation`` op
 ``mm<p>.sum[i,j]`` per output tile that adds its ``blocks`` partials (none when ``blocks == 1``).
 Ops: ``k * (blocks**3 + blocks**2)``; 108 at the defaults.
+
+Memory: ``M1..Mk`` are treated as trained weights (a deep linear network on the data ``M0``): the
+ops reading their tiles hold their training state as ``persistent_bytes``
+(:mod:`doppler_gym.workloads.builder`, :func:`~doppler_gym.workloads.builder.parameter_bytes`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from doppler_gym.workloads.builder import Ext, GraphBuilder, block_size, check_i
 from doppler_gym.workloads.workload import Workload
 
 
-def build(n: int = 12288, k: int = 3, blocks: int = 3, batch: int = 1, dtype: str = "float32") -> Workload:
+def build(
+    n: int = 12288, k: int = 3, blocks: int = 3, batch: int = 1, dtype: str = "float32", optimizer: str = "adam"
+) -> Workload:
     """Build the CHAINMM workload.
 
     Args:
@@ -22,6 +28,8 @@ def build(n: int = 12288, k: int = 3, blocks: int = 3, batch: int = 1, dtype: st
         blocks: blocks per matrix dimension (tiles are ``n/blocks`` on a side).
         batch: independent matrix chains computed together (an unsplit batch dimension).
         dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
+        optimizer: training state of ``M1..Mk`` held as persistent memory: ``"adam"``, ``"sgd"`` or
+            ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).
 
     Returns:
         Inputs ``M0..Mk``; output ``Y`` = the chain product.
@@ -30,9 +38,9 @@ def build(n: int = 12288, k: int = 3, blocks: int = 3, batch: int = 1, dtype: st
     t = block_size("chainmm", "n", n, blocks)
     lead, prefix = ((batch,), (slice(None),)) if batch > 1 else ((), ())
     equation = "bij,bjk->bik" if batch > 1 else "ij,jk->ik"
-    b = GraphBuilder("chainmm", dtype)
+    b = GraphBuilder("chainmm", dtype, optimizer)
     for p in range(k + 1):
-        b.input(f"M{p}", (*lead, n, n))
+        b.input(f"M{p}", (*lead, n, n), parameter=p > 0)
     grid: list[list[int]] | None = None
     for p in range(1, k + 1):
 

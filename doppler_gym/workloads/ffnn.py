@@ -7,6 +7,9 @@ sums ``mm<l>.sum[i,j]``) followed, per output tile, by ``bias<l>[i,j]`` (add the
 ``collectives=True`` gives the partial sums ``mm<l>.sum[i,j]`` the collective kind ``"allreduce"``
 instead of ``"formation"`` (the sum over the ``blocks`` contraction tiles is the all-reduce of a
 k-split matmul; see :mod:`doppler_gym.workloads.llama` for what that charges); nothing else changes.
+
+Memory: ``W<l>`` and ``b<l>`` are trained parameters; the ops reading their tiles hold their
+training state as ``persistent_bytes`` (:mod:`doppler_gym.workloads.builder`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def build(
     blocks: int = 2,
     dtype: str = "float32",
     collectives: bool = False,
+    optimizer: str = "adam",
 ) -> Workload:
     """Build the FFNN workload.
 
@@ -42,6 +46,8 @@ def build(
         blocks: blocks per matrix dimension.
         dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
         collectives: label the partial sums ``"allreduce"`` (collective ops) instead of ``"formation"``.
+        optimizer: training state of the parameters held as persistent memory: ``"adam"``,
+            ``"sgd"`` or ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).
 
     Returns:
         Inputs ``X``, ``W<l>``, ``b<l>``; output ``Y`` = ``H_layers``.
@@ -52,14 +58,14 @@ def build(
     sum_kind = reduction_kind("ffnn", collectives)
     tb = block_size("ffnn", "batch", batch, blocks)
     th = block_size("ffnn", "hidden", hidden, blocks)
-    b = GraphBuilder("ffnn", dtype)
+    b = GraphBuilder("ffnn", dtype, optimizer)
     b.input("X", (batch, d_in))
     grid: list[list[int]] | None = None
     for layer in range(1, layers + 1):
         fan_in = d_in if layer == 1 else hidden
         tk = block_size("ffnn", "d_in" if layer == 1 else "hidden", fan_in, blocks)
-        b.input(f"W{layer}", (fan_in, hidden))
-        b.input(f"b{layer}", (hidden,))
+        b.input(f"W{layer}", (fan_in, hidden), parameter=True)
+        b.input(f"b{layer}", (hidden,), parameter=True)
 
         def left(i: int, c: int, prev: list[list[int]] | None = grid, tk: int = tk) -> Ext | int:
             return Ext("X", (tile(i, tb), tile(c, tk))) if prev is None else prev[i][c]

@@ -28,6 +28,10 @@ is that reduced tensor, what every member holds after an allreduce. Everything e
 TE-CCL allreduce over the devices of the partials, the sum and its consumer, the residual). The
 graph's sum has that one consumer, so this charges the TP pattern (every member ends with the sum),
 more than a reduce to the residual's device alone would need.
+
+Memory: the norm weights and ``Wq, Wk, Wv, Wo`` (and ``Wg, Wu, Wd``) are trained parameters; the
+ops reading their tiles hold their training state as ``persistent_bytes``
+(:mod:`doppler_gym.workloads.builder`); ``x``, the rotary tables and the scale hold nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ def build_block(
     blocks: int = 4,
     dtype: str = "float32",
     collectives: bool = False,
+    optimizer: str = "adam",
 ) -> Workload:
     """Build LLAMA-BLOCK (attention with RMSNorm, rotary and residual).
 
@@ -78,12 +83,14 @@ def build_block(
         blocks: row blocks of the batch and head groups.
         dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
         collectives: label ``proj.sum[r]`` ``"allreduce"`` (a collective op) instead of ``"formation"``.
+        optimizer: training state of the parameters held as persistent memory: ``"adam"``,
+            ``"sgd"`` or ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).
 
     Returns:
         Inputs ``x, norm1, Wq, Wk, Wv, Wo`` (random) and ``rope_cos, rope_sin, scale`` (constants);
         output ``y`` = ``x + attention(rmsnorm(x))``, ``(batch, seq, d_model)``.
     """
-    b, dims = _start("llama-block", batch, seq, d_model, n_heads, blocks, dtype, collectives)
+    b, dims = _start("llama-block", batch, seq, d_model, n_heads, blocks, dtype, collectives, optimizer)
     for r in range(blocks):
         b.output("y", (batch, seq, d_model), _attention(b, dims, r), (tile(r, dims.tb),))
     return b.build()
@@ -98,11 +105,12 @@ def build_layer(
     blocks: int = 4,
     dtype: str = "float32",
     collectives: bool = False,
+    optimizer: str = "adam",
 ) -> Workload:
     """Build LLAMA-LAYER: :func:`build_block` followed by RMSNorm, SwiGLU MLP and residual.
 
     Args:
-        batch, seq, d_model, n_heads, blocks, dtype: as in :func:`build_block`.
+        batch, seq, d_model, n_heads, blocks, dtype, optimizer: as in :func:`build_block`.
         ffn_hidden: MLP hidden width [elements]; divisible by ``blocks``.
         collectives: label ``proj.sum[r]`` and ``down.sum[r]`` ``"allreduce"`` instead of ``"formation"``.
 
@@ -110,13 +118,13 @@ def build_layer(
         The block's inputs plus ``norm2, Wg, Wu, Wd``; output ``y`` = ``h + mlp(rmsnorm(h))`` with
         ``h`` the block's output.
     """
-    b, dims = _start("llama-layer", batch, seq, d_model, n_heads, blocks, dtype, collectives)
+    b, dims = _start("llama-layer", batch, seq, d_model, n_heads, blocks, dtype, collectives, optimizer)
     (ffn_hidden,) = check_ints("llama-layer", ffn_hidden=ffn_hidden)
     tf = block_size("llama-layer", "ffn_hidden", ffn_hidden, blocks)
-    b.input("norm2", (d_model,))
+    b.input("norm2", (d_model,), parameter=True)
     for w in ("Wg", "Wu"):
-        b.input(w, (d_model, ffn_hidden))
-    b.input("Wd", (ffn_hidden, d_model))
+        b.input(w, (d_model, ffn_hidden), parameter=True)
+    b.input("Wd", (ffn_hidden, d_model), parameter=True)
     for r in range(blocks):
         h = _attention(b, dims, r)
         x = b.op(f"norm2[{r}]", "rmsnorm", "rmsnorm", [h, Ext("norm2")])
@@ -134,7 +142,8 @@ def build_layer(
 
 
 def _start(
-    family: str, batch: int, seq: int, d_model: int, n_heads: int, blocks: int, dtype: str, collectives: object
+    family: str, batch: int, seq: int, d_model: int, n_heads: int, blocks: int, dtype: str, collectives: object,
+    optimizer: str = "adam",
 ) -> tuple[GraphBuilder, _Tiling]:
     """Check the attention parameters and declare the attention inputs; returns the builder and
     the tiling."""
@@ -153,12 +162,12 @@ def _start(
         blocks=blocks,
         sum_kind=reduction_kind(family, collectives),
     )
-    b = GraphBuilder(family, dtype)
+    b = GraphBuilder(family, dtype, optimizer)
     b.input("x", (batch, seq, d_model))
-    b.input("norm1", (d_model,))
+    b.input("norm1", (d_model,), parameter=True)
     for w in ("Wq", "Wk", "Wv"):
-        b.input(w, (d_model, n_heads, head_dim))
-    b.input("Wo", (n_heads, head_dim, d_model))
+        b.input(w, (d_model, n_heads, head_dim), parameter=True)
+    b.input("Wo", (n_heads, head_dim, d_model), parameter=True)
     inv_freq = ROPE_THETA ** (-np.arange(head_dim // 2) * 2.0 / head_dim)
     angles = np.outer(np.arange(seq), inv_freq)  # (seq, head_dim / 2) [rad]
     b.input("rope_cos", angles.shape, np.cos(angles))

@@ -171,7 +171,8 @@ def test_llama_layer_computes_attention_and_swiglu_mlp():
 # ------------------------------------------------------------------ registry and parameter errors
 def test_registry_lists_families_and_defaults():
     assert workloads.names() == ("chainmm", "ffnn", "llama-block", "llama-layer", "random")
-    assert workloads.params("chainmm") == {"n": 12288, "k": 3, "blocks": 3, "batch": 1, "dtype": "float32"}
+    assert workloads.params("chainmm") == {"n": 12288, "k": 3, "blocks": 3, "batch": 1, "dtype": "float32",
+                                          "optimizer": "adam"}
     assert "ffn_hidden" in workloads.params("llama-layer")
     assert "ffn_hidden" not in workloads.params("llama-block")
     g16 = workloads.make("ffnn", dtype="bfloat16")
