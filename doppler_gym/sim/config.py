@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.sim.stragglers import Straggler, as_stragglers
+
 COST_MODELS = ("topology", "raw")
 LINK_MODELS = ("ideal", "fifo")
-QUEUE_ORDERS = ("fifo", "priority")
+QUEUE_ORDERS = ("fifo", "priority", "fixed")  # packing.py stores the index: keep this order
 MULTICASTS = ("p2p", "teccl")
 MEMORY_MODES = ("off", "track", "enforce")
 
@@ -34,7 +36,12 @@ class SimConfig:
             once, as SimPy), or ``"priority"`` by the ``priorities`` argument of ``simulate``
             (lower first, ties by ready order), e.g. the SEL order or negative b-level; in this
             mode free streams are filled once all events of the instant are processed, so every
-            op ready at that instant competes by priority.
+            op ready at that instant competes by priority. ``"fixed"``: each device runs its ops in
+            one given order, by ``priorities`` (lower first, ties by op id; ``None``: op id order),
+            and waits when its next op is not ready, even if later ones are (not work-conserving: a
+            pipeline-parallel schedule); with ``streams > 1`` ops start in that order and may
+            overlap. Priorities that order the whole graph topologically (e.g. start times of a
+            valid schedule, the SEL order) never deadlock; an order that does is a ``ValueError``.
         compute_jitter: sigma of a mean-one lognormal factor on each op's compute time
             (``exp(sigma * z - sigma**2 / 2)``, ``z ~ N(0, 1)``); 0 = deterministic.
         transfer_jitter: the same for each edge's transfer time.
@@ -64,6 +71,10 @@ class SimConfig:
         multicast_epoch: TE-CCL epoch rule, ``"fast"``, ``"slow"`` or an epoch length [s].
         multicast_time_limit: CP-SAT budget per multicast schedule [s]; a solve that hits it
             keeps its best valid schedule (then makespans may vary between processes).
+        stragglers: :class:`~doppler_gym.sim.stragglers.Straggler` slowdowns (a device or a link at
+            a fraction of its speed from ``start`` to ``end``, in the reported time unit), applied
+            exactly (:mod:`doppler_gym.sim.stragglers`); ``()`` = steady hardware. A sequence is
+            stored as a tuple (the config stays hashable). Runs with stragglers use the event loop.
         memory: per-device memory (:mod:`doppler_gym.sim.memory`; it never changes the times).
             ``"off"``: not computed (the fast path). ``"track"``: ``simulate`` attaches a
             :class:`~doppler_gym.sim.memory.MemoryProfile` (``Trace.memory``: peak and timeline per
@@ -85,6 +96,7 @@ class SimConfig:
     multicast_chunks: int = 1
     multicast_epoch: str | float = "fast"
     multicast_time_limit: float = 30.0  # [s] per schedule
+    stragglers: tuple[Straggler, ...] = ()  # slowdowns of devices/links over time (sim/stragglers.py)
     memory: str = "off"  # "off" | "track" | "enforce"
 
     def __post_init__(self) -> None:
@@ -113,6 +125,14 @@ class SimConfig:
             raise ValueError(f"SimConfig.time_divisor must be a positive finite number, got {divisor!r}")
         object.__setattr__(self, "time_divisor", float(divisor))
         self._check_multicast()
+        self._check_stragglers()
+
+    def _check_stragglers(self) -> None:
+        stragglers = as_stragglers(self.stragglers, "SimConfig.stragglers")
+        object.__setattr__(self, "stragglers", stragglers)
+        if self.multicast == "teccl" and any(s.kind == "link" for s in stragglers):
+            raise ValueError("SimConfig(multicast='teccl') times multicasts in isolation and cannot slow a link; "
+                             "use multicast='p2p' with link stragglers (device stragglers are fine)")
 
     def _check_multicast(self) -> None:
         chunks = self.multicast_chunks

@@ -86,7 +86,8 @@ class Meta(IntEnum):
     STREAMS = 3  # ops a device runs at once
     MAX_HOPS = 4  # links on the longest route
     LINK_FIFO = 5  # link_model "fifo": each link carries one transfer at a time, hop by hop
-    PRIORITY_QUEUES = 6  # queue_order "priority": device queues ordered by the PRIORITY_ROW
+    PRIORITY_QUEUES = 6  # 1: queue_order "priority", device queues ordered by the PRIORITY_ROW; 2: "fixed", the
+    # PRIORITY_ROW holds each op's rank on its device (0, 1, ...) and a device starts only its next rank
     EDGE_TIMES = 7  # the EDGE_FACTOR_ROW holds each edge's transfer time, same-device ones too (teccl)
     LIST_KERNEL = 8  # the list kernel applies: one stream, FIFO queues, ideal p2p links, every op with work
     PLAIN = 9  # no jitter, and one latency and one 1/bandwidth for every pair of distinct devices
@@ -112,6 +113,11 @@ class Meta(IntEnum):
     PRIORITY_ROW = 27  # (n,) run_packed's device-queue priorities (zeros by default)
     COMP_FACTOR_ROW = 28  # (n,) run_packed's compute-time multipliers (ones by default)
     EDGE_FACTOR_ROW = 29  # (E,) run_packed's transfer-time multipliers (ones), or times with EDGE_TIMES
+    # stragglers (doppler_gym.sim.stragglers): resource r is device r < D or link r - D; R = D + D*D
+    STRAGGLERS = 30  # flag: some device or link has a slowdown (the event loop integrates over its profile)
+    STRAG_PTR = 31  # offset into ints: (R+1,) CSR segments of each resource's speed profile (empty without)
+    STRAG_PAIR = 32  # offset into ints: (D*D,) 1 where the route of the pair crosses a slowed link
+    STRAG_SEG = 33  # offset into floats: (3K,) segment starts, ends [internal time], speed factors
 
 
 # ---------------------------------------------------------------- binary heaps on flat arrays
@@ -267,6 +273,67 @@ def problem_arrays(meta, ints, floats):
     return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
 
 
+# ---------------------------------------------------------------- stragglers: piecewise-constant speeds
+@njit(cache=True)
+def straggler_arrays(meta, ints, floats):
+    """``(ptr (R+1,), pair (D*D,), seg (3K,))`` of the packed straggler profiles (empty arrays when
+    ``meta[Meta.STRAGGLERS]`` is 0); shapes and units at :class:`Meta`."""
+    n_dev = meta[Meta.N_DEVICES]
+    on = meta[Meta.STRAGGLERS] != 0
+    ptr = _segment(ints, meta, Meta.STRAG_PTR, n_dev + n_dev * n_dev + 1 if on else 0)
+    pair = _segment(ints, meta, Meta.STRAG_PAIR, n_dev * n_dev if on else 0)
+    seg = _segment(floats, meta, Meta.STRAG_SEG, 3 * ptr[n_dev + n_dev * n_dev] if on else 0)
+    return ptr, pair, seg
+
+
+@njit(cache=True, inline="always")
+def _advance(s_ptr, s_seg, r, t, w):
+    """When work ``w`` (its time at full speed) started at ``t`` on resource ``r`` ends: the ``T``
+    with ``integral_t^T speed_r = w``, over the segments of ``r`` (sorted, disjoint; full speed
+    between them). ``t + w`` exactly when no segment starts before ``t + w``."""
+    n_seg = s_seg.shape[0] // 3
+    if w == 0.0:
+        return t
+    for k in range(s_ptr[U(r)], s_ptr[U(r + 1)]):
+        e = s_seg[U(n_seg + k)]
+        if e <= t:
+            continue
+        s = s_seg[U(k)]
+        if s > t:  # full speed until the segment starts
+            if w <= s - t:
+                return t + w
+            w -= s - t
+            t = s
+        f = s_seg[U(2 * n_seg + k)]
+        cap = (e - t) * f  # work done by the segment's end
+        if w <= cap:
+            return t + w / f
+        w -= cap
+        t = e
+    return t + w
+
+
+@njit(cache=True, inline="always")
+def _hop_end(ln, n_dev, now, nbytes, factor, link_latency, link_bandwidth, strag, s_ptr, s_seg):
+    """When a hop over link ``ln`` that starts ``now`` with ``nbytes`` (time multiplier ``factor``)
+    is done: ``now + (latency + nbytes / bandwidth) * factor``; on a slowed link its bytes serialise
+    over the link's profile and arrive ``latency * factor`` later."""
+    if strag and s_ptr[U(n_dev + ln + 1)] > s_ptr[U(n_dev + ln)]:
+        return _advance(s_ptr, s_seg, n_dev + ln, now, nbytes / link_bandwidth[U(ln)] * factor) + (
+            link_latency[U(ln)] * factor
+        )
+    return now + (link_latency[U(ln)] + nbytes / link_bandwidth[U(ln)]) * factor
+
+
+@njit(cache=True)
+def _route_end(p, n_dev, t, nbytes, factor, route_ptr, route_link, link_latency, link_bandwidth, s_ptr, s_seg):
+    """When a transfer over the route of pair ``p`` that leaves at ``t`` arrives, with ideal links:
+    its hops one after another (store-and-forward), each by :func:`_hop_end`."""
+    for h in range(route_ptr[U(p)], route_ptr[U(p + 1)]):
+        t = _hop_end(route_link[U(h)], n_dev, t, nbytes, factor, link_latency, link_bandwidth, True, s_ptr, s_seg)
+    return t
+
+
 # ---------------------------------------------------------------- event handlers of the event loop
 # Each handles one event (or one step of one) of :func:`run` at time ``now`` and returns the loop
 # counters it moved: ``f_tail`` (end of the FIFO), ``v_next`` (next virtual FIFO position), ``h_size``
@@ -285,11 +352,16 @@ def _push(h_time, h_key, h_code, h_size, t, key, code):
 
 
 @njit(cache=True, inline="always")
-def _start_op(g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size):
+def _start_op(
+    g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size, strag, s_ptr,
+    s_seg,
+):
     """Op ``g`` got a stream of device ``d``: start it virtually (its only effect is scheduling its
     ``COMPUTED``, keyed by ``v_next``), except an op of zero duration, whose ``STARTED`` stays a real
-    zero-delay event. Returns ``(f_tail, v_next, h_size)``."""
-    t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+    zero-delay event; with stragglers (``strag``) its work runs over ``d``'s speed profile.
+    Returns ``(f_tail, v_next, h_size)``."""
+    w = comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+    t = _advance(s_ptr, s_seg, d, now, w) if strag else now + w
     if t == now:
         fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
         f_tail += 1
@@ -300,11 +372,14 @@ def _start_op(g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_ne
 
 
 @njit(cache=True, inline="always")
-def _send_hop(e, ln, now, key, nbytes, link_latency, link_bandwidth, edge_factor, h_time, h_key, h_code, h_size):
+def _send_hop(
+    e, ln, now, key, nbytes, link_latency, link_bandwidth, edge_factor, h_time, h_key, h_code, h_size, n_dev, strag,
+    s_ptr, s_seg,
+):
     """Transfer ``e`` (``nbytes``) takes link ``ln`` now: its ``HOP_DONE`` is due after the link's
-    latency and ``nbytes`` / bandwidth. Returns ``h_size``."""
-    hop = link_latency[U(ln)] + nbytes / link_bandwidth[U(ln)]
-    return _push(h_time, h_key, h_code, h_size, now + hop * edge_factor[U(e)], key, (e << 3) | HOP_DONE)
+    latency and ``nbytes`` / bandwidth (:func:`_hop_end`). Returns ``h_size``."""
+    t = _hop_end(ln, n_dev, now, nbytes, edge_factor[U(e)], link_latency, link_bandwidth, strag, s_ptr, s_seg)
+    return _push(h_time, h_key, h_code, h_size, t, key, (e << 3) | HOP_DONE)
 
 
 @njit(cache=True, inline="always")
@@ -321,7 +396,8 @@ def _on_computed(o, now, assignment, end, free_streams, fifo, f_tail, v_next):
 @njit(cache=True, inline="always")
 def _on_arrived_group(
     k0, now, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_src, edge_dst, end, size, pair_latency,
-    pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next,
+    pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next, strag, s_pair, route_ptr, route_link,
+    link_latency, link_bandwidth, s_ptr, s_seg,
 ):
     """The transfers of one producer from CSR slot ``k0`` on that arrive now. Same-time arrivals pushed
     by one finish event are adjacent in SimPy's order (consecutive keys), so they are processed here
@@ -337,6 +413,9 @@ def _on_arrived_group(
         p = a * n_dev + b
         if given_times:
             t = end[U(u)] + edge_factor[U(e)]
+        elif strag and s_pair[U(p)] != 0:  # as the finish event timed it
+            t = _route_end(p, n_dev, end[U(u)], size[U(u)], edge_factor[U(e)], route_ptr, route_link, link_latency,
+                           link_bandwidth, s_ptr, s_seg)
         else:
             t = end[U(u)] + (pair_latency[U(p)] + size[U(u)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
         if t == now:
@@ -381,7 +460,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         meta: ``(len(Meta),) int64`` sizes, flags and offsets into ``ints``/``floats``.
         ints: ``int32`` CSR out-edges, edge endpoints, in-degrees, route tables.
         floats: ``float64`` op costs, output sizes, device speeds, link latency/bandwidth.
-        priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode).
+        priority: ``(n,) float64`` device-queue priorities (lower first; used in priority mode); in fixed
+            mode each op's rank on its device (``0, 1, ...``, :mod:`doppler_gym.sim.fixed_order`).
         comp_factor: ``(n,) float64`` multipliers of compute times (jitter; ones without).
         edge_factor: ``(E,) float64`` multipliers of transfer times; with ``meta[Meta.EDGE_TIMES]``
             the transfer time of each edge itself (internal units, jitter included), read in place
@@ -394,13 +474,15 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         ws: workspace from :func:`alloc_workspace`.
 
     Returns:
-        The makespan (largest op end), divided by the time divisor.
+        The makespan (largest op end), divided by the time divisor; ``-2.0`` in fixed mode when the
+        order deadlocks (a device's next op can never become ready).
     """
     n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     n_links = n_dev * n_dev
     link_fifo = meta[Meta.LINK_FIFO] != 0
     given_times = meta[Meta.EDGE_TIMES] != 0
     use_priority = meta[Meta.PRIORITY_QUEUES] != 0
+    fixed_order = meta[Meta.PRIORITY_QUEUES] == 2  # grant only each device's next rank (priority = rank)
     succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
         meta, ints, floats
     )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
@@ -411,6 +493,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     link_latency = _segment(floats, meta, Meta.LATENCY, n_links)
     link_bandwidth = _segment(floats, meta, Meta.BANDWIDTH, n_links)
     divisor = floats[meta[Meta.DIVISOR]]
+    strag = meta[Meta.STRAGGLERS] != 0  # speed profiles of slowed devices and links (empty arrays without)
+    s_ptr, s_pair, s_seg = straggler_arrays(meta, ints, floats)
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
     start = times[0:n]
@@ -420,7 +504,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
 
     # Device queues: op o waits at most once, in its device's segment of q_*.
     q_base = dev_i32[0:n_dev]
-    q_head = dev_i32[n_dev : 2 * n_dev]  # FIFO mode: consumed entries (priority mode: 0)
+    q_head = dev_i32[n_dev : 2 * n_dev]  # FIFO mode: consumed entries; priority/fixed modes: ops started
     q_len = dev_i32[2 * n_dev : 3 * n_dev]  # FIFO mode: appended; priority mode: heap size
     free_streams = dev_i32[3 * n_dev : 4 * n_dev]
     q_len[:] = 0
@@ -507,11 +591,15 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     grants_pending = False
                     for d in range(n_dev):
                         while free_streams[U(d)] > 0 and q_len[U(d)] > 0:
+                            if fixed_order and q_key[U(q_base[U(d)])] != q_head[U(d)]:
+                                break  # fixed order: the device's next op is not ready yet, the device waits
                             g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
+                            q_head[U(d)] += 1
                             q_len[U(d)] -= 1
                             free_streams[U(d)] -= 1
                             # Start g as _start_op does, written out: through it, priority runs took 15-60% longer.
-                            t = now + comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+                            w = comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+                            t = _advance(s_ptr, s_seg, d, now, w) if strag else now + w
                             if t == now:
                                 fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
                                 f_tail += 1
@@ -576,6 +664,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 free_streams[U(d)] -= 1
                 f_tail, v_next, h_size = _start_op(
                     g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size,
+                    strag, s_ptr, s_seg,
                 )
             if kind == RELEASE_FINISH:
                 # The finish event sits right after the release, at virtual position v + 1: one transfer per
@@ -608,11 +697,15 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                             else:
                                 l_busy[U(ln)] = 1
                                 h_size = _send_hop(e, ln, now, push_key + j, size[U(idx)], link_latency, link_bandwidth,
-                                                   edge_factor, h_time, h_key, h_code, h_size)
+                                                   edge_factor, h_time, h_key, h_code, h_size, n_dev, strag, s_ptr,
+                                                   s_seg)
                                 j += 1
                             continue
                         elif given_times:
                             t = now + edge_factor[U(e)]
+                        elif strag and s_pair[U(p)] != 0:  # the route crosses a slowed link
+                            t = _route_end(p, n_dev, now, size[U(idx)], edge_factor[U(e)], route_ptr, route_link,
+                                           link_latency, link_bandwidth, s_ptr, s_seg)
                         else:
                             t = now + (pair_latency[U(p)] + size[U(idx)] * pair_inv_bw[U(p)]) * edge_factor[U(e)]
                     if t == now:
@@ -638,7 +731,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
         elif kind == ARRIVED_GROUP:
             f_tail, v_next = _on_arrived_group(
                 idx, now, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_src, edge_dst, end, size,
-                pair_latency, pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next,
+                pair_latency, pair_inv_bw, edge_factor, edge_end, missing, fifo, f_tail, v_next, strag, s_pair,
+                route_ptr, route_link, link_latency, link_bandwidth, s_ptr, s_seg,
             )
         elif kind == ARRIVED:
             f_tail, v_next = _on_arrived(idx, now, edge_dst, edge_end, missing, fifo, f_tail, v_next)
@@ -658,7 +752,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                 l_head[U(ln)] += 1
                 if np.isnan(edge_start[U(e2)]):
                     edge_start[U(e2)] = now
-                t = now + (link_latency[U(ln)] + size[U(edge_src[U(e2)])] / link_bandwidth[U(ln)]) * edge_factor[U(e2)]
+                t = _hop_end(ln, n_dev, now, size[U(edge_src[U(e2)])], edge_factor[U(e2)], link_latency, link_bandwidth,
+                             strag, s_ptr, s_seg)
                 h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
                 h_key[U(h_size)] = push_key
                 h_code[U(h_size)] = (e2 << 3) | HOP_DONE
@@ -674,8 +769,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     l_tail[U(ln)] += 1
                 else:
                     l_busy[U(ln)] = 1
-                    hop = link_latency[U(ln)] + size[U(edge_src[U(e)])] / link_bandwidth[U(ln)]
-                    t = now + hop * edge_factor[U(e)]
+                    t = _hop_end(ln, n_dev, now, size[U(edge_src[U(e)])], edge_factor[U(e)], link_latency,
+                                 link_bandwidth, strag, s_ptr, s_seg)
                     h_time[U(h_size)] = t  # appended; sifted up at the top of the loop
                     h_key[U(h_size)] = push_key
                     h_code[U(h_size)] = (e << 3) | HOP_DONE
@@ -691,6 +786,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     v_next += 1
             wave0_next = push_key
 
+    if fixed_order and q_head[:n_dev].sum() != n:
+        return -2.0  # fixed order: some device's next op can never become ready (a deadlock)
     if divisor != 1.0:
         makespan /= divisor
     return makespan

@@ -14,8 +14,9 @@ from functools import lru_cache
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.config import QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.kernels import Meta
+from doppler_gym.sim.stragglers import check_indices, profile_arrays
 from doppler_gym.topology.types import Topology
 
 
@@ -67,7 +68,27 @@ def list_kernel_applies(graph: DataflowGraph, config: SimConfig) -> bool:
         and config.link_model == "ideal"
         and config.multicast == "p2p"
         and bool(np.all(graph.flops > 0))
+        and not config.stragglers  # the event loop integrates over speed profiles
     )
+
+
+def _straggler_tables(
+    topology: Topology | None, n_devices: int, config: SimConfig, route_ptr: np.ndarray, route_link: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ptr (R+1,) int32, pair (D*D,) int32, seg (3K,) float64)`` of ``config.stragglers``
+    (:func:`doppler_gym.sim.stragglers.profile_arrays`; ``pair`` flags the routes that cross a slowed
+    link); three empty arrays without stragglers. Checks that they name this run's devices and links."""
+    if not config.stragglers:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0)
+    d = n_devices
+    linked = None
+    if config.cost_model != "raw":
+        linked = (topology if topology is not None else Topology.uniform(d)).bandwidth > 0
+    check_indices(config.stragglers, d, linked)
+    ptr, seg = profile_arrays(config.stragglers, d, config.time_divisor)
+    slowed = np.diff(ptr)[d:] > 0  # (D*D,) links with segments
+    pair = np.array([slowed[route_link[route_ptr[p] : route_ptr[p + 1]]].any() for p in range(d * d)], np.int32)
+    return ptr, pair, seg
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -124,6 +145,9 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
         Meta.IN_DEGREE: graph.in_degree, Meta.ROUTE_PTR: route_ptr, Meta.ROUTE_LINK: route_link,
         Meta.SUCC_DST: graph.succ,
     }
+    strag_ptr, strag_pair, strag_seg = _straggler_tables(topology, n_devices, config, route_ptr, route_link)
+    int_parts[Meta.STRAG_PTR] = strag_ptr
+    int_parts[Meta.STRAG_PAIR] = strag_pair
     float_parts = {
         Meta.COMP: graph.flops, Meta.SIZE: graph.out_bytes, Meta.INV_SPEED: inv_speed, Meta.LATENCY: latency,
         Meta.BANDWIDTH: bandwidth, Meta.PAIR_LATENCY: pair_latency, Meta.PAIR_INV_BW: pair_inv_bw,
@@ -131,6 +155,7 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
         Meta.PRIORITY_ROW: np.zeros(graph.n_ops),
         Meta.COMP_FACTOR_ROW: np.ones(graph.n_ops),
         Meta.EDGE_FACTOR_ROW: np.ones(graph.n_edges),  # under EDGE_TIMES it holds times: filled per call
+        Meta.STRAG_SEG: strag_seg,
     }
     off_diagonal = ~np.eye(n_devices, dtype=bool).reshape(-1)
     meta = np.zeros(len(Meta), np.int64)
@@ -140,9 +165,10 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     meta[Meta.STREAMS] = config.streams
     meta[Meta.MAX_HOPS] = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
     meta[Meta.LINK_FIFO] = config.link_model == "fifo"
-    meta[Meta.PRIORITY_QUEUES] = config.queue_order == "priority"
+    meta[Meta.PRIORITY_QUEUES] = QUEUE_ORDERS.index(config.queue_order)  # fifo 0, priority 1, fixed 2
     meta[Meta.EDGE_TIMES] = config.multicast == "teccl"
     meta[Meta.LIST_KERNEL] = list_kernel_applies(graph, config)
+    meta[Meta.STRAGGLERS] = bool(config.stragglers)
     meta[Meta.PLAIN] = not config.has_jitter and all(
         np.unique(table[off_diagonal]).size <= 1 for table in (pair_latency, pair_inv_bw)
     )
