@@ -14,8 +14,8 @@ all presets:
   (Li et al., "Evaluating Modern GPU Interconnect: PCIe, NVLink, NV-SLI, NVSwitch and
   GPUDirect", IEEE TPDS 2020, measures these on DGX-1 and DGX-2).
 - ``link_kinds[i][j]`` names the direct link ``i -> j``: ``"pcie"``, ``"nvlink"`` (one NVLink),
-  ``"nvlink-x2"`` (two bonded NVLinks), ``"nvswitch"``, ``"ib"``; ``""`` where there is no direct
-  link and on the diagonal.
+  ``"nvlink-x2"`` (two bonded NVLinks), ``"nvswitch"``, ``"ib"``, ``"wan"`` (between datacentres,
+  :func:`multi_datacentre`); ``""`` where there is no direct link and on the diagonal.
 
 Besides the fixed names, ``"uniform<N>"`` (e.g. ``"uniform4"``) gives ``Topology.uniform(N)``.
 """
@@ -249,11 +249,139 @@ def h100x16_2node() -> Topology:
     )
 
 
+# ---------------------------------------------------------------------- multi-datacentre
+# NVIDIA A100 SXM4 80 GB (datasheet "NVIDIA A100 Tensor Core GPU", 2020/2021): 19.5 TFLOP/s fp32, 80 GB
+# HBM2e, NVLink 3 at 600 GB/s bidirectional per GPU (12 links) = 300 GB/s per direction through NVSwitch.
+A100_SXM_FP32 = 19.5e12  # [FLOP/s]
+A100_MEMORY = 80e9  # [B]
+NVLINK3_PER_GPU = 300e9  # [B/s] per direction
+# Light in silica fibre (group index ~1.47) covers ~204,000 km/s: ~4.9 us per km one way, "about 5 us
+# per km". Great-circle distances understate fibre routes (often 1.2-1.5x longer), so latencies from
+# them are lower bounds.
+FIBRE_DELAY_PER_KM = 5e-6  # [s/km] one way
+WAN_BANDWIDTH = 100e9 / 8  # [B/s] 12.5e9: one 100 Gb/s data-centre interconnect wavelength, per direction
+WAN_GATEWAY_LATENCY = 20e-6  # [s] modeling choice: NICs, routers and DCI optics at both ends
+# Great-circle distances [km] of the dc3 preset's sites (New York, San Francisco, London).
+DC3_DISTANCES_KM = ((0.0, 4130.0, 5570.0), (4130.0, 0.0, 8640.0), (5570.0, 8640.0, 0.0))
+
+# GPU types a site may hold: fp32 speed [FLOP/s], memory [B], intra-site bandwidth per direction [B/s],
+# intra-site latency [s], link kind. V100 sites are the fully NVLinked half of a DGX-1 (GPUs 0-3, one or
+# two 25 GB/s links per pair: DGX1V_NVLINKS); with more than 4 V100 the pairs are given one NVLink each.
+SITE_GPUS: dict[str, tuple[float, float, float, float, str]] = {
+    "h100": (H100_SXM_FP32, H100_MEMORY, NVLINK4_PER_GPU, NVSWITCH_LATENCY, "nvswitch"),
+    "a100": (A100_SXM_FP32, A100_MEMORY, NVLINK3_PER_GPU, NVSWITCH_LATENCY, "nvswitch"),
+    "v100": (V100_SXM2_FP32, V100_MEMORY, NVLINK2_PER_LINK, NVLINK_LATENCY, "nvlink"),
+}
+
+
+def wan_latency(distance_km: float) -> float:
+    """One-way latency of a WAN link [s]: :data:`FIBRE_DELAY_PER_KM` x distance + :data:`WAN_GATEWAY_LATENCY`."""
+    if not (isinstance(distance_km, (int, float, np.integer, np.floating)) and 0 <= distance_km < np.inf):
+        raise ValueError(f"wan_latency: distance must be a finite number of km >= 0, got {distance_km!r}")
+    return float(distance_km) * FIBRE_DELAY_PER_KM + WAN_GATEWAY_LATENCY
+
+
+def multi_datacentre(
+    sites: tuple[str, ...] = ("h100", "a100"),
+    gpus_per_site: int = 4,
+    distance_km: float | object = 1000.0,
+    wan_bandwidth: float = WAN_BANDWIDTH,
+    name: str | None = None,
+) -> Topology:
+    """Datacentres joined by WAN links through one gateway per site.
+
+    Device ``s * gpus_per_site + g`` is GPU ``g`` of site ``s`` (named ``dc<s>/<type>-<g>``). GPUs of a
+    site are all-to-all at their type's intra-node figures (:data:`SITE_GPUS`). GPU 0 of each site stands
+    for its WAN gateway (NIC, routers, DCI optics): only gateways are joined across sites, by a direct
+    ``"wan"`` link each way, so every cross-site transfer is routed GPU -> gateway -> WAN -> gateway -> GPU
+    (store-and-forward; ``Topology.route`` finds it, as no other path exists).
+
+    Figures:
+        - WAN bandwidth: a parameter [B/s per direction]; default one 100 Gb/s DCI wavelength, 12.5 GB/s
+          (:data:`WAN_BANDWIDTH`).
+        - WAN latency: ``distance_km`` x 5 us/km (light in fibre, group index ~1.47: ~4.9 us/km) plus
+          20 us at the gateways (:func:`wan_latency`); distances are great-circle, so a lower bound.
+        - GPUs: H100 SXM5 (67 TFLOP/s fp32, 80 GB, NVLink 4 450 GB/s per direction, "NVIDIA H100 Tensor
+          Core GPU" datasheet 2022), A100 SXM4 (19.5 TFLOP/s fp32, 80 GB, NVLink 3 300 GB/s per
+          direction, "NVIDIA A100 Tensor Core GPU" datasheet 2021), V100 SXM2 (15.7 TFLOP/s, 16 GB,
+          25 GB/s per NVLink 2 link; :func:`v100x8_dgx1`).
+
+    Args:
+        sites: the GPU type of each site (keys of :data:`SITE_GPUS`), at least 2.
+        gpus_per_site: GPUs per site (>= 1).
+        distance_km: one distance for every pair of sites, or a ``(k, k)`` symmetric matrix [km].
+        wan_bandwidth: bandwidth of each WAN link, per direction [B/s].
+        name: the topology's name (default ``"dc<k>-wan"``).
+    """
+    sites = tuple(sites)
+    k = len(sites)
+    if k < 2:
+        raise ValueError(f"multi_datacentre: give at least 2 sites, got {sites!r}")
+    for s in sites:
+        if s not in SITE_GPUS:
+            raise ValueError(f"multi_datacentre: unknown GPU type {s!r}; valid: {', '.join(SITE_GPUS)}")
+    g = gpus_per_site
+    if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
+        raise ValueError(f"multi_datacentre: gpus_per_site must be an integer >= 1, got {g!r}")
+    dist = np.array(distance_km, dtype=np.float64)
+    dist = np.full((k, k), float(dist)) if dist.ndim == 0 else dist
+    if dist.shape != (k, k) or not np.allclose(dist, dist.T) or not np.all(np.isfinite(dist) & (dist >= 0)):
+        raise ValueError(f"multi_datacentre: distance_km must be one number or a symmetric ({k}, {k}) matrix of "
+                         f"km >= 0, got {distance_km!r}")
+    bw_wan = float(wan_bandwidth)
+    if not 0 < bw_wan < np.inf:
+        raise ValueError(f"multi_datacentre: wan_bandwidth must be positive B/s, got {wan_bandwidth!r}")
+    n = k * g
+    speed, memory = np.zeros(n), np.zeros(n)
+    bandwidth, latency = np.zeros((n, n)), np.zeros((n, n))
+    kinds = np.full((n, n), NO_LINK, dtype=object)
+    names = []
+    for s, gpu in enumerate(sites):
+        flops, mem, bw, lat, kind = SITE_GPUS[gpu]
+        block = slice(s * g, (s + 1) * g)
+        speed[block], memory[block] = flops, mem
+        off = ~np.eye(g, dtype=bool)
+        if gpu == "v100" and g <= 4:
+            counts = DGX1V_NVLINKS[:g, :g]
+            bandwidth[block, block] = counts * bw
+            kinds[block, block] = np.where(counts == 2, "nvlink-x2", np.where(counts == 1, kind, NO_LINK))
+        else:
+            bandwidth[block, block] = np.where(off, bw, 0.0)
+            kinds[block, block] = np.where(off, kind, NO_LINK)
+        latency[block, block] = np.where(off, lat, 0.0)
+        names += [f"dc{s}/{gpu}-{i}" for i in range(g)]
+    for a in range(k):
+        for b in range(k):
+            if a != b:
+                bandwidth[a * g, b * g] = bw_wan
+                latency[a * g, b * g] = wan_latency(dist[a, b])
+                kinds[a * g, b * g] = "wan"
+    return Topology(speed=speed, memory=memory, bandwidth=bandwidth, latency=latency, name=name or f"dc{k}-wan",
+                    device_names=tuple(names), link_kinds=_kinds(kinds))
+
+
+def dc2_wan() -> Topology:
+    """Two sites 1000 km apart (e.g. two regions of one cloud): 4x H100 and 4x A100, one 100 Gb/s WAN
+    wavelength between their gateways (:func:`multi_datacentre`: latency 5 ms + 20 us)."""
+    return multi_datacentre(("h100", "a100"), 4, 1000.0, WAN_BANDWIDTH, name="dc2-wan")
+
+
+def dc3_wan() -> Topology:
+    """Three sites across two continents: 4x H100 in New York, 4x A100 in San Francisco, 4x V100 in London,
+    joined by 100 Gb/s WAN links. Great-circle distances (:data:`DC3_DISTANCES_KM`): New York-San
+    Francisco 4130 km, New York-London 5570 km, San Francisco-London 8640 km, hence one-way latencies of
+    20.7, 27.9 and 43.2 ms (:func:`multi_datacentre`). Cross-continent training of this kind is what
+    INTELLECT-1 (Prime Intellect, 2024) ran with DiLoCo-style local steps."""
+    return multi_datacentre(("h100", "a100", "v100"), 4, DC3_DISTANCES_KM, WAN_BANDWIDTH, name="dc3-wan")
+
+
 _PRESETS: dict[str, Callable[[], Topology]] = {
     "p100x4": p100x4,
     "v100x8-dgx1": v100x8_dgx1,
     "h100x8-nvswitch": h100x8_nvswitch,
     "h100x16-2node": h100x16_2node,
+    "dc2-wan": dc2_wan,
+    "dc3-wan": dc3_wan,
 }
 _UNIFORM = re.compile(r"uniform(\d+)")
 
