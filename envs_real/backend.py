@@ -52,6 +52,14 @@ from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 from envs_real.devices import DeviceSet, parse_devices
+from envs_real.estimate import (
+    DEFAULT_MAX_ESTIMATED_SECONDS,
+    PROGRESS_AFTER_S,
+    RunEstimate,
+    check_limits,
+    default_memory_limit,
+    estimate_run,
+)
 from envs_real.materialize import Materialized, external_tensors, materialize, workload_externals
 from envs_real.monitor import DEFAULT_INTERVAL_S, NvmlMonitor, unavailable
 from envs_real.plan import PlacedGraph, RunResult, classify_error
@@ -87,6 +95,7 @@ class RunReport:
         error, error_kind, failed_op: the failure, if any (see :mod:`envs_real.plan`).
         ready_seq, pick_seq: ``(n_ops,)`` WC order counters of the median run.
         monitor: the NVML report (``{"available": False, "reason": ...}`` when not sampled).
+        estimate: the pre-run estimate (:meth:`envs_real.estimate.RunEstimate.as_dict`).
         synthetic_ops: number of synthetic ops; synthetic_scale: their scale.
         wall_s: wall-clock time of the whole call (materialising, warm-up, runs) [s].
         notes: caveats (CPU timings, synthetic ops, shared GPUs).
@@ -107,6 +116,7 @@ class RunReport:
     ready_seq: np.ndarray | None = None
     pick_seq: np.ndarray | None = None
     monitor: dict[str, Any] = field(default_factory=lambda: unavailable("monitor=False"))
+    estimate: dict[str, Any] | None = None
     synthetic_ops: int = 0
     synthetic_scale: float = 1.0
     leaked_threads: int = 0
@@ -127,6 +137,8 @@ class RunReport:
             "device_kind": self.device_kind,
             "devices": list(self.devices),
             "monitor": mon,
+            "estimate": self.estimate,
+            "wall_s": self.wall_s,
             "notes": list(self.notes),
         }
 
@@ -157,7 +169,8 @@ class RealBackend:
             (:class:`RealExecutionError`).
         failure_makespan: makespan of a failed call's trace [s] (``on_error="info"``).
         op_timing: CUDA: per-op times from timing events (else host-observed); CPU: always measured.
-        monitor: sample NVML metrics during the measured runs (CUDA only; CPU reports why not).
+        monitor: sample NVML metrics during the measured runs: ``"auto"`` (default) on GPUs, not on
+            CPU, where the report says ``available: False`` and why; ``True``/``False`` force it.
         monitor_interval_s: NVML sampling period [s].
         synthetic_scale: ``"auto"`` or a factor on the costs of synthetic ops (see
             :mod:`envs_real.materialize`).
@@ -167,6 +180,16 @@ class RealBackend:
         queue_depth: CUDA ops a stream may hold in flight (1 = launch on an idle stream only).
         intra_op_threads: CPU: torch threads during a run (process-wide setting, restored after).
         keep_outputs: keep the last measured run's outputs (host tensors) in :attr:`last_outputs`.
+        max_estimated_seconds: refuse a call whose estimated time (:mod:`envs_real.estimate`, all
+            its runs) is above this [s]; ``None``: no limit.
+        max_memory_bytes: refuse a call whose estimated memory is above this [B]; ``"auto"``: half
+            the available host memory (CPU) or of the smallest GPU's memory; ``None``: no limit.
+        progress: show a progress bar over the runs of a call estimated above
+            :data:`~envs_real.estimate.PROGRESS_AFTER_S` (``"auto"``), always (``True``) or never.
+        flops_per_s: compute speed of one device for the estimate [FLOP/s]; default: measured on
+            CPU, a conservative GPU rate on CUDA.
+        inject_fault: torch.distributed devices only, for tests and failure drills:
+            ``{"op": V, "kind": "raise"}`` makes op ``V`` raise, ``"exit"`` kills its rank's process.
 
     Attributes:
         name: ``"real"``.
@@ -194,6 +217,11 @@ class RealBackend:
         queue_depth: int = 1,
         intra_op_threads: int | None = 1,
         keep_outputs: bool = False,
+        max_estimated_seconds: float | None = DEFAULT_MAX_ESTIMATED_SECONDS,
+        max_memory_bytes: float | str | None = "auto",
+        progress: bool | str = "auto",
+        flops_per_s: float | None = None,
+        inject_fault: dict | None = None,
     ) -> None:
         for label, value, lo in (
             ("repeats", repeats, 1),
@@ -214,7 +242,37 @@ class RealBackend:
         self.on_error = on_error
         self.failure_makespan = float(failure_makespan)
         self.op_timing = bool(op_timing)
-        self.monitor = bool(monitor)
+        if monitor not in ("auto", True, False):
+            raise ValueError(f"RealBackend: monitor must be 'auto', True or False, got {monitor!r}")
+        self.monitor = self.devices.kind == "cuda" if monitor == "auto" else bool(monitor)
+        for label, value in (("max_estimated_seconds", max_estimated_seconds), ("flops_per_s", flops_per_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"RealBackend: {label} must be a positive number or None, got {value!r}")
+        if max_memory_bytes is not None and max_memory_bytes != "auto" and (
+            isinstance(max_memory_bytes, bool)
+            or not isinstance(max_memory_bytes, (int, float))
+            or max_memory_bytes <= 0
+        ):
+            raise ValueError(
+                f"RealBackend: max_memory_bytes must be a positive number of bytes, 'auto' or None, "
+                f"got {max_memory_bytes!r}"
+            )
+        if progress not in ("auto", True, False):
+            raise ValueError(f"RealBackend: progress must be 'auto', True or False, got {progress!r}")
+        self.max_estimated_seconds = None if max_estimated_seconds is None else float(max_estimated_seconds)
+        self.max_memory_bytes = max_memory_bytes
+        self.progress = progress
+        self.flops_per_s = flops_per_s
+        if inject_fault is not None and (
+            self.devices.dist is None
+            or not isinstance(inject_fault, dict)
+            or inject_fault.get("kind") not in ("raise", "exit")
+        ):
+            raise ValueError(
+                "RealBackend: inject_fault is {'op': V, 'kind': 'raise' | 'exit'} and only applies to "
+                f"torch.distributed devices ('gloo:N', 'nccl'); got {inject_fault!r} with devices {self.devices.spec!r}"
+            )
+        self.inject_fault = inject_fault
         self.monitor_interval_s = float(monitor_interval_s)
         self.synthetic_scale = synthetic_scale
         self.seed = int(seed)
@@ -276,6 +334,31 @@ class RealBackend:
         self._mats[src] = (key, mat)
         return mat
 
+    def estimate(
+        self, graph: DataflowGraph, n_devices: int, assignment: np.ndarray | None = None, runs: int | None = None
+    ) -> RunEstimate:
+        """The estimate (:mod:`envs_real.estimate`) of ``runs`` runs (default: a call's
+        ``warmup + repeats``) of ``graph``'s kernels under ``assignment`` (default: all on device 0)."""
+        return estimate_run(
+            self.source(graph),
+            n_devices,
+            self.devices.kind,
+            assignment=assignment,
+            runs=self.warmup + self.repeats if runs is None else runs,
+            synthetic_scale=self.synthetic_scale,
+            flops_per_s=self.flops_per_s,
+            threads=1 if self.intra_op_threads is None else int(self.intra_op_threads),
+        )
+
+    def check(self, est: RunEstimate, graph: DataflowGraph, where: str = "RealBackend") -> None:
+        """Raise :class:`~envs_real.estimate.WorkloadTooLarge` when ``est`` is above this backend's limits."""
+        limit = self.max_memory_bytes
+        if limit == "auto":
+            limit = default_memory_limit(self.devices.kind, self.devices.physical)
+        check_limits(
+            est, self.source(graph), max_seconds=self.max_estimated_seconds, max_memory_bytes=limit, where=where
+        )
+
     def execute(
         self,
         graph: DataflowGraph,
@@ -297,6 +380,8 @@ class RealBackend:
             ValueError: an assignment or priorities of the wrong shape or range, or an invalid op spec
                 (found before anything runs; always raised).
             RealExecutionError: a failed run, with ``on_error="raise"``.
+            WorkloadTooLarge: the call's estimate is above ``max_estimated_seconds`` or
+                ``max_memory_bytes`` (checked before anything is allocated; always raised).
         """
         t_call = time.perf_counter()
         config = SimConfig() if config is None else config
@@ -311,7 +396,11 @@ class RealBackend:
             lanes=config.streams,
             queue_order=config.queue_order,
         )
+        est = self.estimate(graph, n_dev, assign)
+        self.check(est, graph, where="RealBackend.execute")
+        report.estimate = est.as_dict()
         if self.devices.kind == "cpu":
+            report.monitor = unavailable("CPU devices: NVML monitors NVIDIA GPUs only")
             report.notes.append(CPU_TIMING_NOTE)
         elif self.devices.shares_devices(n_dev):
             report.notes.append(
@@ -332,25 +421,36 @@ class RealBackend:
         ext = None
         mon = None
         try:
-            ext = external_tensors(mat, [phys[d] for d in assign])
-            for r in range(self.warmup + self.repeats):
-                if r == self.warmup and self.monitor:
+            if self.devices.dist is not None:  # one process per device (envs_real.distributed)
+                if self.monitor:
                     mon = self._start_monitor(phys)
-                res = self._run_once(
-                    placed,
-                    mat,
-                    ext,
-                    phys,
-                    config,
-                    prio,
-                    keep=self.keep_outputs and r == self.warmup + self.repeats - 1,
-                )
-                report.leaked_threads += res.leaked_threads
-                if not res.ok:
-                    failure = res
-                    break
-                (report.warmup_makespans if r < self.warmup else report.makespans).append(res.makespan)
-                runs.append(res)
+                results = self._dist_runs(mat, self._bound.get(graph, (graph, None))[1], assign, prio, config)
+                for r, res in enumerate(results):
+                    if not res.ok:
+                        failure = res
+                        break
+                    (report.warmup_makespans if r < self.warmup else report.makespans).append(res.makespan)
+                    runs.append(res)
+            else:
+                ext = external_tensors(mat, [phys[d] for d in assign])
+                for r in self._run_indices(est, graph):
+                    if r == self.warmup and self.monitor:
+                        mon = self._start_monitor(phys)
+                    res = self._run_once(
+                        placed,
+                        mat,
+                        ext,
+                        phys,
+                        config,
+                        prio,
+                        keep=self.keep_outputs and r == self.warmup + self.repeats - 1,
+                    )
+                    report.leaked_threads += res.leaked_threads
+                    if not res.ok:
+                        failure = res
+                        break
+                    (report.warmup_makespans if r < self.warmup else report.makespans).append(res.makespan)
+                    runs.append(res)
         except Exception as exc:  # noqa: BLE001  e.g. OOM while placing the externals
             failure = RunResult(graph.n_ops, graph.n_edges)
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -393,6 +493,15 @@ class RealBackend:
         self.last_report = report
         self.last_outputs = measured[-1].outputs if self.keep_outputs else None
         return self._trace(best, assign, n_dev, config, median, report)
+
+    def _run_indices(self, est: RunEstimate, graph: DataflowGraph) -> Any:
+        """``range(warmup + repeats)``, under a progress bar when the call is long (see ``progress``)."""
+        runs = range(self.warmup + self.repeats)
+        if self.progress is True or (self.progress == "auto" and est.seconds > PROGRESS_AFTER_S):
+            from tqdm.auto import tqdm
+
+            return tqdm(runs, desc=f"real runs of {graph.name} (est. {est.seconds:.3g} s)", unit="run", leave=False)
+        return runs
 
     def close(self) -> None:
         """Drop cached kernels, streams and device memory."""
@@ -438,6 +547,32 @@ class RealBackend:
             op_timing=self.op_timing,
             queue_depth=self.queue_depth,
         )
+
+    def _dist_runs(
+        self, mat: Materialized, externals: Mapping | None, assign: np.ndarray, prio, config: SimConfig
+    ) -> list[RunResult]:
+        """All runs of a call on the rank processes; the last one failed if a run failed."""
+        from envs_real.distributed.group import get_group, graph_key
+
+        results, outputs = get_group(self.devices).execute(
+            mat.graph,
+            graph_key(mat.graph),
+            assign,
+            prio,
+            order=config.queue_order,
+            lanes=config.streams,
+            runs=self.warmup + self.repeats,
+            timeout_s=self.timeout_s,
+            keep_outputs=self.keep_outputs,
+            seed=self.seed,
+            synthetic_scale=self.synthetic_scale,
+            externals=externals,
+            intra_op_threads=self.intra_op_threads,
+            fault=self.inject_fault,
+        )
+        if outputs is not None and results:
+            results[-1].outputs = outputs
+        return results
 
     def _start_monitor(self, phys: tuple[str, ...]) -> NvmlMonitor | None:
         if self.devices.kind != "cuda":

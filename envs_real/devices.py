@@ -11,7 +11,16 @@ spec              meaning
 ``"cuda"``        every visible CUDA GPU
 ``"cuda:0,1"``    these GPUs (indices as torch sees them, i.e. after ``CUDA_VISIBLE_DEVICES``)
 a list            ``["cuda:0", "cuda:1"]``, ``[torch.device("cuda", 0), ...]`` or ``["cpu", "cpu"]``
+``"gloo:2"``      torch.distributed: 2 CPU processes (ranks) spawned on this host, Gloo transfers
+``"nccl"``        torch.distributed: one process per visible GPU, NCCL transfers
+``"nccl:0,1"``    torch.distributed: one process per listed GPU
+``"gloo:4@H:P"``  torch.distributed: 4 ranks launched elsewhere (``torchrun ... -m
+                  envs_real.distributed.worker --control H:P``) that connect to this process,
+                  which listens on ``H:P``; same with ``"nccl:8@H:P"``
 ================  =======================================================================
+
+With a ``gloo``/``nccl`` spec (:mod:`envs_real.distributed`) logical device ``d`` is rank ``d``:
+a topology must have exactly as many devices as there are ranks.
 
 Logical device ``d`` of a topology with ``D`` devices runs on physical device ``d % k`` of the
 ``k`` listed. Each logical device always gets its own ready queue and its own worker threads
@@ -34,6 +43,7 @@ DEFAULT_CPU_WORKERS = 4
 (the paper's four GPUs)."""
 
 KINDS = ("cpu", "cuda")
+DIST_BACKENDS = ("gloo", "nccl")
 
 
 @dataclass(frozen=True)
@@ -45,11 +55,17 @@ class DeviceSet:
         physical: torch device strings, e.g. ``("cuda:0", "cuda:1")``; for ``"cpu"`` one
             ``"cpu"`` entry per default worker device.
         spec: the spec this set was parsed from (for messages).
+        dist: ``None`` (threads / streams in this process), or the torch.distributed backend
+            (``"gloo"``, ``"nccl"``): one process (rank) per device.
+        control: ``"HOST:PORT"`` the controller listens on for ranks launched elsewhere
+            (``torchrun``); ``None``: the backend spawns the ranks on this host.
     """
 
     kind: str
     physical: tuple[str, ...]
     spec: str = ""
+    dist: str | None = None
+    control: str | None = None
 
     @property
     def n_default(self) -> int:
@@ -60,6 +76,12 @@ class DeviceSet:
         """Physical device of each of ``n_logical`` logical devices (``d -> physical[d % k]``)."""
         if n_logical < 1:
             raise ValueError(f"devices {self.spec!r}: need at least one logical device, got {n_logical}")
+        if self.dist is not None and n_logical != len(self.physical):
+            raise ValueError(
+                f"devices {self.spec!r}: {len(self.physical)} rank(s) but the topology has {n_logical} devices; "
+                f"with torch.distributed each logical device is one rank, so use a {len(self.physical)}-device "
+                f"topology or devices='{self.dist}:{n_logical}'"
+            )
         if self.kind == "cpu":
             return ("cpu",) * n_logical
         k = len(self.physical)
@@ -71,6 +93,10 @@ class DeviceSet:
 
     def describe(self, n_logical: int) -> str:
         """One line: what runs where."""
+        if self.dist is not None:
+            where = f"connected to {self.control}" if self.control else "spawned on this host"
+            on = "CPU" if self.kind == "cpu" else "GPU"
+            return f"{n_logical} {self.dist.upper()} rank(s) ({on} processes, {where})"
         if self.kind == "cpu":
             return (
                 f"{n_logical} CPU worker device(s) sharing this machine's cores (timings are not GPU timings)"
@@ -115,12 +141,17 @@ def parse_devices(spec: object = "auto") -> DeviceSet:
     )
 
 
-_FORMS = "'auto', 'cpu', 'cpu:N', 'cuda', 'cuda:I[,J,...]' or a list such as ['cuda:0', 'cuda:1']"
+_FORMS = (
+    "'auto', 'cpu', 'cpu:N', 'cuda', 'cuda:I[,J,...]', 'gloo:N', 'nccl[:I,J,...]', 'gloo:N@HOST:PORT', "
+    "'nccl:N@HOST:PORT' or a list such as ['cuda:0', 'cuda:1']"
+)
 
 
 def _parse_string(spec: str) -> DeviceSet:
     kind, _, rest = spec.partition(":")
     kind = kind.lower()
+    if kind in DIST_BACKENDS:
+        return _parse_dist(kind, rest, spec)
     if kind == "cpu":
         if not rest:
             return DeviceSet("cpu", ("cpu",) * DEFAULT_CPU_WORKERS, spec)
@@ -150,6 +181,35 @@ def _parse_string(spec: str) -> DeviceSet:
             ) from None
         return DeviceSet("cuda", tuple(_check_gpu(i, n_gpu, spec) for i in idx), spec)
     raise ValueError(f"devices={spec!r} is not understood; accepted: {_FORMS}")
+
+
+def _parse_dist(backend: str, rest: str, spec: str) -> DeviceSet:
+    """``gloo:N``, ``nccl[:I,J]``, ``gloo:N@HOST:PORT`` or ``nccl:N@HOST:PORT``."""
+    count, at, control = rest.partition("@")
+    kind = "cpu" if backend == "gloo" else "cuda"
+    if at:
+        host, _, port = control.rpartition(":")
+        if not host or not port.isdigit() or not count.strip().isdigit() or int(count) < 1:
+            raise ValueError(
+                f"devices={spec!r}: ranks launched elsewhere are '{backend}:N@HOST:PORT' (N ranks, the address "
+                f"this process listens on), e.g. '{backend}:2@10.0.0.1:29600'"
+            )
+        n = int(count)
+        phys = ("cpu",) * n if kind == "cpu" else tuple(f"cuda:{i}" for i in range(n))
+        return DeviceSet(kind, phys, spec, dist=backend, control=f"{host}:{int(port)}")
+    if backend == "gloo":
+        try:
+            n = int(rest) if rest else 2
+        except ValueError:
+            raise ValueError(f"devices={spec!r}: 'gloo:N' needs an integer rank count N >= 1") from None
+        if n < 1:
+            raise ValueError(f"devices={spec!r}: the rank count must be >= 1")
+        return DeviceSet("cpu", ("cpu",) * n, spec, dist="gloo")
+    try:
+        parsed = _parse_string("cuda" + (f":{rest}" if rest else ""))
+    except ValueError as exc:
+        raise ValueError(f"devices={spec!r} (NCCL ranks need GPUs): {exc}; on CPU use 'gloo:N'") from None
+    return DeviceSet("cuda", parsed.physical, spec, dist="nccl")
 
 
 def _parse_list(items: list) -> DeviceSet:

@@ -30,6 +30,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import resolve_graph, resolve_topology
 from doppler_gym.sim.config import SimConfig
 from envs_real.backend import RealBackend
+from envs_real.estimate import DEFAULT_MAX_ESTIMATED_SECONDS
 
 DEFAULT_FAILURE_REWARD = -10.0  # about ten times the sparse reward of the critical-path heuristic
 
@@ -79,10 +80,13 @@ def make_real_env(
     repeats: int = 3,
     warmup: int = 1,
     timeout_s: float | None = 60.0,
-    monitor: bool = False,
+    monitor: bool | str = "auto",
     synthetic_scale: float | str = "auto",
     failure_reward: float = DEFAULT_FAILURE_REWARD,
     calibration_reps: int = 5,
+    max_estimated_seconds: float | None = DEFAULT_MAX_ESTIMATED_SECONDS,
+    max_memory_bytes: float | str | None = "auto",
+    progress: bool | str = "auto",
     **env_kwargs: Any,
 ) -> gym.Env:
     """A ``PlacementEnv`` whose final step runs the placement on real devices.
@@ -102,7 +106,12 @@ def make_real_env(
         calibrate: profile the graph on the devices and use the calibrated graph/topology/config
             (rewards and observations in seconds). Needs a single graph.
         backend: a ready :class:`RealBackend` (else one is built from the arguments below).
-        repeats, warmup, timeout_s, monitor, synthetic_scale: the backend's arguments.
+        repeats, warmup, timeout_s, monitor, synthetic_scale: the backend's arguments (``monitor``:
+            NVML on GPUs by default; on CPU ``info["real"]["monitor"]`` says it is unavailable and why).
+        max_estimated_seconds, max_memory_bytes, progress: the backend's limits and progress bar
+            (:mod:`envs_real.estimate`): the calibration (all on one device) and every episode's run
+            are estimated first and refused above the limits, with the estimate and how to shrink
+            the workload in the message.
         failure_reward: final reward of a failed real run (see :class:`RealInfo`).
         calibration_reps: repetitions per calibration measurement.
         **env_kwargs: passed to ``PlacementEnv`` (``reward``, ``sim_config``, ``max_ops``, ...).
@@ -123,6 +132,9 @@ def make_real_env(
             timeout_s=timeout_s,
             monitor=monitor,
             synthetic_scale=synthetic_scale,
+            max_estimated_seconds=max_estimated_seconds,
+            max_memory_bytes=max_memory_bytes,
+            progress=progress,
         )
     )
     n_dev = _device_count(topology, be)
@@ -130,6 +142,9 @@ def make_real_env(
         from envs_real.calibration import calibrate as _calibrate
 
         g = _single_graph(graph)
+        # calibration: every op alone (reps + 1 times), then a single-device call; all serial
+        runs = calibration_reps + 1 + be.warmup + be.repeats
+        be.check(be.estimate(g, n_dev, None, runs), g, where="Doppler-Real-v0 (calibration)")
         user_cfg = env_kwargs.pop("sim_config", None)
         if user_cfg is not None and not isinstance(user_cfg, SimConfig):
             raise TypeError(f"sim_config must be a SimConfig or None, got {type(user_cfg).__name__}")

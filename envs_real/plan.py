@@ -24,7 +24,7 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 
-ERROR_KINDS = ("op_failed", "out_of_memory", "timeout", "invalid")
+ERROR_KINDS = ("op_failed", "out_of_memory", "timeout", "invalid", "rank_failed", "aborted")
 
 
 @dataclass(frozen=True, eq=False)
