@@ -80,5 +80,5 @@ def finish(
     trace = simulate(graph, assignment, topology, priorities=queue_priorities(order, config), config=config)
     return Placement(
         assignment=assignment, order=order, name=name, makespan=trace.makespan,
-        seconds=time.perf_counter() - started, info=dict(info or {}),
+        seconds=time.perf_counter() - started, info=dict(info or {}), memory=trace.memory,
     )

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from doppler_gym.sim.memory import MemoryProfile, MemoryViolation
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,6 +26,10 @@ class Placement:
             the config it was computed for, in that config's reported unit (``config.time_unit``).
         seconds: wall-clock run time of the baseline [s], the final simulation included.
         info: baseline-specific figures (e.g. a solver's bound and status, evaluations used).
+        memory: the final run's :class:`~doppler_gym.sim.memory.MemoryProfile` under
+            ``SimConfig(memory="track"/"enforce")`` (``Trace.memory``), else ``None``. Baselines
+            ignore memory when they place ops; under ``"enforce"`` :attr:`feasible` says whether
+            the placement fits.
     """
 
     assignment: np.ndarray
@@ -30,6 +38,7 @@ class Placement:
     makespan: float
     seconds: float
     info: dict = field(default_factory=dict)
+    memory: MemoryProfile | None = None
 
     def __post_init__(self) -> None:
         where = f"Placement {self.name!r}"
@@ -62,6 +71,16 @@ class Placement:
         object.__setattr__(self, "order", order)
         object.__setattr__(self, "makespan", float(self.makespan))
         object.__setattr__(self, "seconds", float(self.seconds))
+
+    @property
+    def feasible(self) -> bool:
+        """False when it ran under ``SimConfig(memory="enforce")`` and ran out of memory on some device."""
+        return self.memory is None or self.memory.feasible
+
+    @property
+    def memory_violation(self) -> MemoryViolation | None:
+        """Which device first runs out of memory, when, and by how much (``None``: fits, or memory off)."""
+        return None if self.memory is None else self.memory.violation
 
     @property
     def n_ops(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -34,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "every op on device 0 (single), or a FILE: device ids separated by commas or whitespace "
         "(# starts a comment), or JSON: a list, or an object with an \"assignment\" list (as --json writes)",
     )
-    p.add_argument("--gantt", metavar="PNG", help="write a Gantt chart of the run")
+    p.add_argument("--gantt", metavar="PNG", help="write a Gantt chart of the run (with a memory panel under "
+                   "--memory track|enforce)")
+    p.add_argument(
+        "--memory", choices=("off", "track", "enforce"), default=None,
+        help="per-device memory: track prints the peak of each device against its memory; enforce also "
+        "reports the placement infeasible when a device runs out (which device, when, by how much)",
+    )
     p.add_argument("--json", metavar="OUT", help="write the result (makespan, assignment, start, end, ...) as JSON")
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
@@ -92,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     g = common.graph_from_args(args)
     topo = common.topology_from_args(args)
     config = common.config_from_args(args, g)
+    if getattr(args, "memory", None) is not None:
+        config = dataclasses.replace(config, memory=args.memory)
     assignment = make_assignment(args.assignment, g, topo.n_devices, args.seed)
     trace = simulate(g, assignment, topology=topo, priorities=common.priorities_for(g, topo, config), config=config)
     bound = makespan_lower_bound(g, topo, config)
@@ -99,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:
         from doppler_gym.sim.gantt import plot_gantt
 
-        plot_gantt(trace, g, args.gantt, title=f"{g.name} on {topo.name}: {args.assignment}", lower_bound=bound)
+        plot_gantt(trace, g, args.gantt, title=f"{g.name} on {topo.name}: {args.assignment}", lower_bound=bound,
+                   memory=trace.memory is not None)
         print(f"gantt chart   {args.gantt}")
     if args.json:
         write_json(args.json, g, topo, config, trace, bound)
@@ -125,6 +135,35 @@ def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bo
         print(
             f"{topo.device_label(d):<14}{counts[d]:>5}  {common.fmt_time(float(busy[d]), unit):>20}  {util[d]:>10.1%}"
         )
+    if trace.memory is not None:
+        report_memory(topo, trace)
+
+
+def report_memory(topo: Topology, trace: Trace) -> None:
+    """Peak memory of each device against its capacity, and the first violation (if any)."""
+    mem = trace.memory
+    print(f"{'device':<14}{'peak memory':>14}  {'persistent':>12}  {'capacity':>12}  {'use':>7}")
+    for d in range(mem.n_devices):
+        use = mem.peak[d] / mem.capacity[d] if mem.capacity[d] > 0 else float("inf")
+        flag = "  OVER" if mem.peak[d] > mem.capacity[d] else ""
+        print(f"{topo.device_label(d):<14}{_bytes(mem.peak[d]):>14}  {_bytes(mem.persistent[d]):>12}  "
+              f"{_bytes(mem.capacity[d]):>12}  {use:>7.1%}{flag}")
+    v = mem.violation
+    if v is None:
+        print("memory        fits on every device")
+    else:
+        verdict = "INFEASIBLE (memory=enforce)" if mem.enforced else "over capacity (memory=track: reported only)"
+        print(f"memory        {verdict}: device {topo.device_label(v.device)} runs out at "
+              f"{common.fmt_time(v.time, trace.time_unit)}, peak {_bytes(v.peak)} over {_bytes(v.capacity)} "
+              f"by {_bytes(v.excess)}")
+
+
+def _bytes(n: float) -> str:
+    """A byte count in decimal units (B, kB, MB, GB, TB)."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.4g} B"
 
 
 def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float) -> None:
@@ -143,6 +182,13 @@ def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, t
         "end": trace.end.tolist(),
         "device_busy": trace.device_busy.tolist(),
     }
+    if trace.memory is not None:
+        mem = trace.memory
+        data["memory"] = {
+            "peak_bytes": mem.peak.tolist(), "peak_time": mem.peak_time.tolist(),
+            "persistent_bytes": mem.persistent.tolist(), "capacity_bytes": mem.capacity.tolist(),
+            "feasible": trace.feasible, "violation": None if mem.violation is None else mem.violation.as_dict(),
+        }
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ def plot_gantt(
     title: str | None = None,
     lower_bound: float | None = None,
     dpi: int = 120,
+    memory: bool = False,
 ) -> None:
     """Write a Gantt chart of ``trace`` to ``path`` (PNG, or any format matplotlib infers from the suffix).
 
@@ -42,8 +43,10 @@ def plot_gantt(
         title: first line of the title (default: the graph name).
         lower_bound: a makespan lower bound to mark, in ``trace.time_unit``.
         dpi: resolution of raster output.
+        memory: add a panel under the chart with each device's memory in use over time and its
+            capacity (:func:`draw_memory`; needs ``trace.memory``, i.e. ``SimConfig(memory="track")``).
     """
-    fig = gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi)
+    fig = gantt_figure(trace, graph, title=title, lower_bound=lower_bound, dpi=dpi, memory=memory)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
 
@@ -66,7 +69,8 @@ def gantt_rgb_array(
 
 
 def gantt_figure(
-    trace: Trace, graph: DataflowGraph, title: str | None = None, lower_bound: float | None = None, dpi: int = 120
+    trace: Trace, graph: DataflowGraph, title: str | None = None, lower_bound: float | None = None, dpi: int = 120,
+    memory: bool = False,
 ):
     """The chart of :func:`plot_gantt` as a matplotlib ``Figure`` on an Agg canvas (no pyplot), to
     save, draw or inspect (its first axes hold the bars, lines and legend). Arguments as in
@@ -97,9 +101,16 @@ def gantt_figure(
         colours = [cmap(0.1 + 0.8 * i / max(graph.n_ops - 1, 1)) for i in range(graph.n_ops)]
         legend = []
 
-    fig = Figure(figsize=(12, 1.4 + 0.55 * n_dev), dpi=dpi, layout="constrained")
+    if memory and trace.memory is None:
+        raise ValueError("plot_gantt(memory=True) needs a trace with memory: simulate with SimConfig(memory='track')")
+    chart_height = 1.4 + 0.55 * n_dev
+    fig = Figure(figsize=(12, chart_height + (2.8 if memory else 0.0)), dpi=dpi, layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    if memory:  # the chart on top, the memory panel below on the same time axis
+        ax, mem_ax = fig.subplots(2, 1, sharex=True, height_ratios=[chart_height, 2.8])
+        draw_memory(mem_ax, trace)
+    else:
+        ax = fig.add_subplot()
     dur = trace.end - trace.start
     ax.barh(row, dur, left=trace.start, height=height, color=colours, edgecolor="black", linewidth=0.3, zorder=2)
 
@@ -143,6 +154,47 @@ def gantt_figure(
     if legend:
         ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     return fig
+
+
+def draw_memory(ax, trace: Trace) -> None:
+    """Draw each device's memory in use over time (a step line per device, from ``trace.memory``'s
+    timeline) and its capacity (dashed, when finite) on matplotlib axes ``ax``; the y axis is in GB
+    (decimal), a point where a device runs out of memory is marked with a red cross."""
+    from matplotlib import colormaps
+
+    mem = trace.memory
+    cmap = colormaps["tab10"]
+    for d in range(mem.n_devices):
+        t, b = mem.timeline(d)
+        colour = cmap(d % cmap.N)
+        ax.step(t, b / 1e9, where="post", color=colour, linewidth=1, label=f"dev{d} (peak {mem.peak[d] / 1e9:.3g} GB)")
+        if np.isfinite(mem.capacity[d]) and mem.capacity[d] <= 1.5 * max(mem.peak.max(), 1.0):
+            ax.axhline(mem.capacity[d] / 1e9, color=colour, linestyle="--", linewidth=0.8)
+    if mem.violation is not None:
+        v = mem.violation
+        ax.plot([v.time], [v.capacity / 1e9], marker="x", color="tab:red", markersize=8,
+                label=f"dev{v.device} out of memory (+{v.excess / 1e9:.3g} GB)")
+    ax.set_ylabel("memory in use [GB]")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="both", linestyle=":", linewidth=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+
+
+def plot_memory(trace: Trace, path: str | os.PathLike, title: str | None = None, dpi: int = 120) -> None:
+    """Write the memory panel of :func:`draw_memory` alone to ``path`` (needs ``trace.memory``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if trace.memory is None:
+        raise ValueError("plot_memory needs a trace with memory: simulate with SimConfig(memory='track')")
+    fig = Figure(figsize=(12, 3.2), dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    draw_memory(ax, trace)
+    ax.set_xlabel(f"time [{_UNIT_LABEL.get(trace.time_unit, trace.time_unit)}]")
+    ax.set_title(title or "memory in use per device", fontsize=10)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
 
 
 def _palette(n: int) -> list[tuple[float, float, float, float]]:
