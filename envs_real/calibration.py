@@ -156,10 +156,17 @@ def calibrate(
         lanes: worker threads / streams per device (the config's ``streams``).
         reps: repetitions per measurement (medians).
         transfer_sizes: probe sizes [B]; default: 4 sizes spanning the graph's output sizes.
+
+    Raises:
+        envs_real.estimate.WorkloadTooLarge: the calibration's estimate (:meth:`RealBackend.estimate`)
+            is above the backend's limits; checked before anything is allocated.
     """
     be = backend if backend is not None else RealBackend(devices, repeats=reps, warmup=1)
     n_dev = int(n_devices) if n_devices is not None else be.devices.n_default
     phys = be.devices.mapping(n_dev)
+    # every op alone (reps + 1 times), then warm-up and measured runs on one device: all serial
+    runs = reps + 1 + be.warmup + be.repeats
+    be.check(be.estimate(graph, n_dev, None, runs), graph, where="calibrate (profiles every op, then one device)")
     mat = be.materialized(graph)
     notes = [f"calibrated on {be.devices.describe(n_dev)}"]
     if be.devices.kind == "cpu":

@@ -141,10 +141,7 @@ def make_real_env(
     if calibrate:
         from envs_real.calibration import calibrate as _calibrate
 
-        g = _single_graph(graph)
-        # calibration: every op alone (reps + 1 times), then a single-device call; all serial
-        runs = calibration_reps + 1 + be.warmup + be.repeats
-        be.check(be.estimate(g, n_dev, None, runs), g, where="Doppler-Real-v0 (calibration)")
+        g = _single_graph(graph)  # calibrate() checks its estimate against the limits first
         user_cfg = env_kwargs.pop("sim_config", None)
         if user_cfg is not None and not isinstance(user_cfg, SimConfig):
             raise TypeError(f"sim_config must be a SimConfig or None, got {type(user_cfg).__name__}")

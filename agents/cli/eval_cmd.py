@@ -37,7 +37,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "best placement's Gantt chart DIR/gantt_best.png.",
     )
     common.add_graph_argument(p)
-    common.add_topology_arguments(p)
+    topo = p.add_mutually_exclusive_group()  # common.add_topology_arguments, with real device specs
+    topo.add_argument("--devices", type=_devices_arg, metavar="N|SPEC",
+                      help="N identical, fully linked devices (default 4); with --backend real also a device spec "
+                      "(cpu:2, cuda:0,1, gloo:2, nccl) whose device count is N")
+    topo.add_argument("--topology", metavar="PRESET", help="a topology preset or uniform<N>")
+    p.add_argument("--backend", choices=("sim", "real"), default="sim",
+                   help="real: also run every placement on real devices (envs_real) and compare with the simulator")
+    p.add_argument("--real-repeats", type=int, default=3, metavar="R", help="measured runs per placement (median)")
     p.add_argument(
         "--baselines", metavar="A,B,...",
         help=f"comma-separated baselines among {', '.join(baselines.names())}; default: all, except "
@@ -83,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.budget_seconds > 0:
         raise ValueError(f"--budget-seconds must be > 0, got {args.budget_seconds}")
     started = time.perf_counter()
+    real_devices = _real_devices(args)
     g = common.graph_from_args(args)
     topo = common.topology_from_args(args)
     config = common.config_from_args(args, g)
@@ -134,13 +142,23 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / reference.makespan:.3f}", "",
                   "max(critical path, work / D)")
     console.print(table)
+    real = None
+    if real_devices is not None:
+        from envs_real.compare import compare_placements, print_comparison
+
+        prio = config.queue_order == "priority"
+        cmp = compare_placements(g, topo, config, [(p.name, p.assignment, p.priorities() if prio else None,
+                                                    p.makespan) for p in results.values()],
+                                 real_devices, repeats=args.real_repeats, seed=args.seed)
+        print_comparison(cmp, console)
+        real = cmp.as_dict()
 
     summary = {
         "graph": g.name, "n_ops": g.n_ops, "n_edges": g.n_edges, "topology": topo.name, "n_devices": topo.n_devices,
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__}, "time_unit": unit,
         "seed": args.seed, "budget_seconds": args.budget_seconds, "lower_bound": bound,
         "critical_path_makespan": reference.makespan, "rows": rows,
-        "best": {"name": best.name, "makespan": best.makespan, "gantt": str(png)},
+        "best": {"name": best.name, "makespan": best.makespan, "gantt": str(png)}, "real": real,
         "seconds": round(time.perf_counter() - started, 3),
     }
     (out / "eval.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -148,6 +166,26 @@ def run(args: argparse.Namespace) -> int:
                   f"({best.makespan / bound:.3f} x lower bound)")
     console.print(f"wrote {out / 'eval.json'} and {png} in {summary['seconds']:.1f} s")
     return 0
+
+
+def _devices_arg(text: str) -> int | str:
+    """``--devices``: a device count, or a real device spec (kept as text for :func:`_real_devices`)."""
+    return int(text) if text.strip().isdigit() else text.strip()
+
+
+def _real_devices(args: argparse.Namespace) -> str | None:
+    """The real device spec of ``--backend real`` (default ``auto``); sets ``args.devices`` to its count."""
+    spec = args.devices if isinstance(args.devices, str) else None
+    if args.backend != "real":
+        if spec is not None:
+            raise ValueError(f"--devices {spec}: a device spec needs --backend real; give a count N otherwise")
+        return None
+    from envs_real.devices import parse_devices
+
+    devices = parse_devices(spec or "auto")
+    if spec is not None:
+        args.devices = devices.n_default
+    return devices.spec
 
 
 def policy_placement(checkpoint: str, graph: DataflowGraph, topology: Topology, config: SimConfig) -> Placement:
