@@ -1,8 +1,8 @@
 """``doppler``: the doppler-gym command line.
 
 :func:`build_parser` registers the core's commands (:data:`CORE_COMMANDS`: ``graph``, ``simulate``,
-``collective``, ``cluster``), then every command plugin of the :data:`COMMAND_GROUP` entry-point group (``train``,
-``eval`` and ``demo`` come from ``agents``); see :mod:`doppler_gym.cli` for how a package adds one.
+``collective``, ``cluster``, ``whatif``), then every command plugin of the :data:`COMMAND_GROUP` entry-point
+group (``train``, ``eval`` and ``demo`` come from ``agents``); see :mod:`doppler_gym.cli` for how a package adds one.
 A plugin that fails to load or register leaves the other commands working: its command is listed as
 unavailable and, when run, says which plugin failed and why.
 
@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from doppler_gym import __version__
-from doppler_gym.cli import cluster_cmd, collective_cmd, graph_cmd, simulate_cmd
+from doppler_gym.cli import cluster_cmd, collective_cmd, graph_cmd, simulate_cmd, whatif_cmd
 
 COMMAND_GROUP = "doppler_gym.commands"  # entry-point group of command plugins: NAME = "module:register"
 CORE_COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    graph_cmd.register, simulate_cmd.register, collective_cmd.register, cluster_cmd.register,
+    graph_cmd.register, simulate_cmd.register, collective_cmd.register, cluster_cmd.register, whatif_cmd.register,
 )
 
 

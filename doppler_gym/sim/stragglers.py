@@ -98,7 +98,7 @@ class Straggler:
         object.__setattr__(self, "factor", factor)
 
     def label(self) -> str:
-        """The CLI form: ``device:1@0.2-0.5x0.5`` or ``link:0>1@0.2-inf x0.5`` (no spaces)."""
+        """The CLI form, e.g. ``device:1@0.2-0.5x0.5`` or ``link:0>1@0.2-infx0.5``."""
         where = str(self.index) if self.kind == "device" else f"{self.index[0]}>{self.index[1]}"
         return f"{self.kind}:{where}@{self.start:g}-{self.end:g}x{self.factor:g}"
 

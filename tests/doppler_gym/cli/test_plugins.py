@@ -75,7 +75,7 @@ def test_a_third_party_command_registers_through_the_group(capsys, with_plugins)
     code, out, _ = run(capsys, "--help")
     assert code == 0
     usage = out.split("\n\n")[0]
-    for name in ("graph", "simulate", "collective", "cluster", "train", "eval", "demo", "hello"):
+    for name in ("graph", "simulate", "collective", "cluster", "whatif", "train", "eval", "demo", "hello"):
         assert name in usage, name
     assert "say hello" in out
 
@@ -83,7 +83,7 @@ def test_a_third_party_command_registers_through_the_group(capsys, with_plugins)
 def test_the_command_list_is_what_is_registered():
     parser = cli_main.build_parser(plugins=[plugin("hello", f"{HERE}:register_hello")])
     usage = parser.format_usage()
-    assert "{graph,simulate,collective,cluster,hello}" in usage and "train" not in usage
+    assert "{graph,simulate,collective,cluster,whatif,hello}" in usage and "train" not in usage
 
 
 def test_a_plugin_that_fails_to_import_leaves_the_other_commands_working(capsys, with_plugins):
