@@ -1,5 +1,5 @@
 """Job-level simulation of a shared GPU cluster: online training jobs, schedulers, GPU sharing,
-node-uplink bandwidth sharing, failures, stragglers and checkpoints.
+node- and rack-uplink bandwidth sharing, preemption and migration costs, failures, stragglers and checkpoints.
 
 >>> from doppler_gym import cluster
 >>> trace = cluster.traces.generate(200, seed=0)
@@ -10,7 +10,8 @@ node-uplink bandwidth sharing, failures, stragglers and checkpoints.
 Modules: :mod:`~.types` (Node, Cluster, Job, Trace), :mod:`~.traces` (generated and shipped traces),
 :mod:`~.timing` (a job's iteration time: its profile, or its graph simulated on a sub-topology),
 :mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, stragglers, checkpoints,
-Young's interval), :mod:`~.schedulers`, :mod:`~.engine` (the event loop, bandwidth sharing) and
+Young's interval), :mod:`~.schedulers`, :mod:`~.placement` (which GPUs a job gets: pack, spread,
+shared), :mod:`~.bandwidth` (max-min fair node and rack uplinks), :mod:`~.engine` (the event loop) and
 :mod:`~.metrics`. Results: ``docs/results/cluster.md``.
 """
 
@@ -18,24 +19,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from doppler_gym.cluster import schedulers, traces
+from doppler_gym.cluster import bandwidth, engine, placement, schedulers, traces
 from doppler_gym.cluster.engine import simulate_cluster
 from doppler_gym.cluster.failures import LLAMA3_GPU_MTBF, FailureModel, young_interval
 from doppler_gym.cluster.interference import GavelInterference, ParametricInterference
 from doppler_gym.cluster.metrics import ClusterResult
-from doppler_gym.cluster.schedulers import Scheduler
+from doppler_gym.cluster.schedulers import Allocation, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, Node, Trace
 
 __all__ = [
-    "LLAMA3_GPU_MTBF", "Cluster", "ClusterResult", "FailureModel", "GavelInterference", "IterationTimes", "Job",
-    "Node", "ParametricInterference", "Scheduler", "Trace", "run", "schedulers", "traces", "young_interval",
+    "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "FailureModel", "GavelInterference",
+    "IterationTimes", "Job", "Node", "ParametricInterference", "Scheduler", "Trace", "placement", "run",
+    "bandwidth", "engine", "schedulers", "traces", "young_interval",
 ]
 
 
 def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
         failures: FailureModel | None = None, interference: object | None = None,
-        times: IterationTimes | None = None, checkpoints: str = "fixed") -> ClusterResult:
+        times: IterationTimes | None = None, checkpoints: str = "fixed",
+        preemption_cost: float = 0.0) -> ClusterResult:
     """Simulate ``trace`` on ``cluster`` under ``scheduler``; returns a :class:`ClusterResult`.
 
     Args:
@@ -51,6 +54,8 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
         checkpoints: the checkpoint-interval policy: ``"fixed"`` (each job's ``checkpoint_every``) or
             ``"young"`` (Young's interval ``sqrt(2 C M)`` for the job's cost ``C`` and the MTBF ``M``
             of its GPU set, rounded to whole iterations at its first start; as fixed without failures).
+        preemption_cost: checkpoint-restore time [s] a job pays (holding its GPUs, no progress) each
+            time it starts again after a preemption or a migration (default 0: free preemption).
 
     Raises:
         ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
@@ -68,4 +73,4 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
         raise TypeError(f"seed must be an int, got {seed!r}")
     return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=int(seed),
                             failures=failures or FailureModel(), interference=interference, times=times,
-                            checkpoints=checkpoints)
+                            checkpoints=checkpoints, preemption_cost=preemption_cost)

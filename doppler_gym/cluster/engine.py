@@ -10,9 +10,10 @@ GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
 Stragglers: a GPU of the failure model's slow periods runs every job on it at ``straggler_speed``
 of its pace (a synchronous job at its slowest GPU's pace).
 
-Bandwidth: with a finite ``Cluster.node_uplink_bandwidth``, jobs spanning nodes share each node's
-uplink max-min fairly in their pace (see ``bandwidth_shares`` inside :func:`simulate_cluster`); a job
-runs at the lower of that share and its sharing/straggler speed. The model is conservative: it
+Bandwidth: with a finite ``Cluster.node_uplink_bandwidth`` or ``rack_uplink_bandwidth``, jobs spanning
+nodes (racks) share each node's (rack's) uplink max-min fairly in their pace
+(:mod:`doppler_gym.cluster.bandwidth`); a job runs at the lower of that share and its
+sharing/straggler speed. The model is conservative: it
 treats a job's cross-node traffic as on its critical path.
 
 Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
@@ -29,24 +30,27 @@ from collections.abc import Generator
 import numpy as np
 
 from doppler_gym import workloads
+from doppler_gym.cluster import bandwidth as bw
 from doppler_gym.cluster import failures as fl
+from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult, summarise
-from doppler_gym.cluster.schedulers import JobView, Scheduler
+from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Trace
 
-_ARRIVAL, _RESTART, _ROUND, _FAILURE, _SLOW_START, _SLOW_END = 0, 1, 2, 3, 4, 5
+_ARRIVAL, _RESTART, _ROUND, _FAILURE, _SLOW_START, _SLOW_END, _RESUME = 0, 1, 2, 3, 4, 5, 6
 _WAITING, _RUNNING, _RESTARTING, _DONE, _FUTURE = 0, 1, 2, 3, 4
 _EPS = 1e-9
 
 
 def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
                      failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
-                     checkpoints: str = "fixed", max_events: int = 10_000_000) -> ClusterResult:
+                     checkpoints: str = "fixed", max_events: int = 10_000_000,
+                     preemption_cost: float = 0.0) -> ClusterResult:
     """Run the simulation; see :func:`doppler_gym.cluster.run` for the arguments."""
     sim = decisions(trace, cluster, scheduler, seed=seed, failures=failures, interference=interference, times=times,
-                    checkpoints=checkpoints, max_events=max_events)
+                    checkpoints=checkpoints, max_events=max_events, preemption_cost=preemption_cost)
     try:
         view = next(sim)
         while True:
@@ -57,15 +61,21 @@ def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, se
 
 def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
               failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
-              checkpoints: str = "fixed", max_events: int = 10_000_000
-              ) -> Generator[JobView, list[int], ClusterResult]:
+              checkpoints: str = "fixed", max_events: int = 10_000_000, preemption_cost: float = 0.0
+              ) -> Generator[JobView, list[int] | Allocation, ClusterResult]:
     """The simulation as a generator of its scheduling decisions (the hook for an external scheduler).
 
     Yields a :class:`JobView` at each event where some job is active and takes, through ``send``,
-    the order the engine then allocates by, under ``scheduler``'s flags (``preemptive``, ``share``,
-    ``round_s``); its ``order`` is not called. Returns (``StopIteration.value``) the
+    either the order the engine then allocates by, under ``scheduler``'s flags (``preemptive``,
+    ``share``, ``round_s``), or an :class:`Allocation` (the GPUs of every job that runs from now on;
+    running jobs left out are preempted) that the engine applies as given. ``scheduler.order`` is
+    not called; its ``round_s`` still sets the round ticks. Returns (``StopIteration.value``) the
     :class:`ClusterResult`. :func:`simulate_cluster` is this generator driven by ``scheduler.order``.
-    Validation errors are raised by the first ``next``.
+    Validation errors are raised by the first ``next``; an invalid :class:`Allocation` raises
+    ``ValueError`` from ``send`` (the generator is then finished).
+
+    ``preemption_cost`` [s]: a job preempted or moved to other GPUs (migrated) while running spends
+    this long restoring its checkpoint when it starts again, holding its GPUs without progress.
     """
     rng = np.random.default_rng(seed)
     interference = interference if interference is not None else GavelInterference()
@@ -73,6 +83,8 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
     jobs = trace.jobs
     n = len(jobs)
     n_gpus = cluster.n_gpus
+    if not (isinstance(preemption_cost, (int, float)) and math.isfinite(preemption_cost) and preemption_cost >= 0):
+        raise ValueError(f"preemption_cost must be a finite time >= 0 [s], got {preemption_cost!r}")
     if checkpoints not in ("fixed", "young"):
         raise ValueError(f"checkpoints={checkpoints!r}: must be 'fixed' (each job's checkpoint_every) or 'young'")
     types_here = sorted({nd.gpu_type for nd in cluster.nodes})
@@ -108,6 +120,10 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
     completion = np.full(n, np.nan)
     interruptions = np.zeros(n, dtype=np.int64)
     lost = np.zeros(n)  # (n,) [solo s] of work lost to failures
+    ngpu = np.zeros(n, dtype=np.int64)  # (n,) GPUs held now (0 unless running)
+    suspended = np.zeros(n, dtype=bool)  # (n,) preempted or migrated while running: pays the restore on start
+    stall_end = np.zeros(n)  # (n,) [s] end of the current checkpoint restore (no progress before it)
+    types = [j.job_type for j in jobs]
     alloc: list[list[int]] = [[] for _ in range(n)]
     occupants: list[list[int]] = [[] for _ in range(n_gpus)]
     n_busy = [0]  # GPUs holding at least one job (a cell the closures update)
@@ -136,7 +152,13 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
         seq += 1
     uplink = cluster.node_uplink_bandwidth  # [B/s] per node
     cross = np.zeros(n)  # (n,) [B] per iteration crossing between the job's nodes (0 on one node)
-    variable_speed = scheduler.share or slow_rate > 0 or math.isfinite(uplink)
+    node_rack = np.asarray(cluster.node_rack, dtype=np.int64)  # (n_nodes,)
+    capacity: dict[tuple[str, int], float] = {}  # [B/s] of the finite shared links
+    if math.isfinite(uplink):
+        capacity.update({("node", k): uplink for k in range(len(cluster.nodes))})
+    if math.isfinite(cluster.rack_uplink_bandwidth):
+        capacity.update({("rack", r): cluster.rack_uplink_bandwidth for r in sorted(set(cluster.node_rack))})
+    variable_speed = scheduler.share or slow_rate > 0 or bool(capacity) or preemption_cost > 0
 
     def job_speeds(i: int) -> float:
         """Solo seconds per second: the worst sharing fraction over its GPUs, times the straggler speed
@@ -149,6 +171,8 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                     f = min(f, pair[0] if pair else 1.0)
         if slow_rate > 0 and gpu_slow[alloc[i]].any():
             f *= failures.straggler_speed
+        if stall_end[i] > now:
+            f = 0.0
         return f
 
     def set_time(i: int) -> None:
@@ -170,87 +194,87 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
             occupants[g].remove(i)
             n_busy[0] -= not occupants[g]
         alloc[i] = []
+        ngpu[i] = 0
         speed[i] = 0.0
+
+    def preempt(i: int) -> None:
+        """Suspend a running job (it keeps its progress; its next start pays ``preemption_cost``)."""
+        release(i)
+        status[i] = _WAITING
+        suspended[i] = True
+        stall_end[i] = 0.0
 
     def pick_free(k: int) -> list[int] | None:
         if k > n_gpus - n_busy[0]:
             return None
-        free_by_node: dict[int, list[int]] = {}
-        for g in range(n_gpus):
-            if not occupants[g]:
-                free_by_node.setdefault(int(gpu_node[g]), []).append(g)
-        if sum(len(v) for v in free_by_node.values()) < k:
-            return None
-        chosen: list[int] = []
-        fitting = [nd for nd, v in free_by_node.items() if len(v) >= k]
-        if fitting:  # the fullest node that holds the whole job (best fit)
-            nd = min(fitting, key=lambda x: (len(free_by_node[x]), x))
-            return free_by_node[nd][:k]
-        for nd in sorted(free_by_node, key=lambda x: (-len(free_by_node[x]), x)):
-            chosen += free_by_node[nd][: k - len(chosen)]
-            if len(chosen) == k:
-                break
-        return chosen
+        return pl.pack(pl.free_by_node(occupants, gpu_node), k)
 
     def pick_shared(i: int) -> list[int] | None:
-        ok = []
-        for g in range(n_gpus):
-            if len(occupants[g]) == 1:
-                pair = interference(jobs[i].job_type, jobs[occupants[g][0]].job_type, gpu_type[g])
-                if pair is not None and pair[0] > 0 and pair[1] > 0:
-                    ok.append(g)
-            if len(ok) == req[i]:
-                return ok
-        return None
+        return pl.shared(types[i], int(req[i]), occupants, types, gpu_type, interference)
 
     def start(i: int, gpus_: list[int]) -> None:
+        nonlocal seq
         alloc[i] = list(gpus_)
+        ngpu[i] = len(gpus_)
         for g in gpus_:
             n_busy[0] += not occupants[g]
             occupants[g].append(i)
         status[i] = _RUNNING
-        speed[i] = 1.0  # refresh_speeds() sets the shared and slowed ones
+        speed[i] = 1.0  # refresh_speeds() sets the shared, slowed and restoring ones
         if np.isnan(first_start[i]):
             first_start[i] = now
+        if suspended[i] and preemption_cost > 0:
+            stall_end[i] = now + preemption_cost
+            heapq.heappush(events, (stall_end[i], _RESUME, seq, i))
+            seq += 1
+        suspended[i] = False
         set_time(i)
 
-    def bandwidth_shares(run: list[int]) -> dict[int, float]:
-        """Max-min fair progress fractions x_j <= 1 of the jobs whose traffic crosses node uplinks.
+    def apply(plan: Allocation) -> None:
+        """Run exactly the jobs of ``plan`` on its GPUs: preempt or move the others, then start."""
+        where = f"Allocation at t={now:.6g} s"
+        want: dict[int, list[int]] = {}
+        count = np.zeros(n_gpus, dtype=np.int64)
+        for i, gs in plan.gpus.items():
+            if not (0 <= i < n) or status[i] not in (_WAITING, _RUNNING):
+                raise ValueError(f"{where}: job index {i} is not waiting or running (only active jobs can run)")
+            gs = sorted(int(g) for g in gs)
+            if len(set(gs)) != len(gs) or not all(0 <= g < n_gpus for g in gs):
+                raise ValueError(f"{where}: job {i}'s GPUs {gs} must be distinct ids in [0, {n_gpus})")
+            if not (req[i] <= len(gs) <= jobs[i].max_gpus):
+                raise ValueError(f"{where}: job {i} got {len(gs)} GPUs; it needs between gpus={req[i]} and "
+                                 f"max_gpus={jobs[i].max_gpus}")
+            want[i] = gs
+            count[gs] += 1
+        if count.max(initial=0) > 2:
+            raise ValueError(f"{where}: GPU {int(np.argmax(count))} would hold {int(count.max())} jobs (2 at most)")
+        on: list[list[int]] = [[] for _ in range(n_gpus)]
+        for i, gs in want.items():
+            for g in gs:
+                on[g].append(i)
+        for g in np.flatnonzero(count == 2).tolist():
+            a, b = on[g]
+            pair = interference(types[a], types[b], gpu_type[g])
+            if pair is None or not (pair[0] > 0 and pair[1] > 0):
+                raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g} (interference model: "
+                                 f"{types[a]!r} with {types[b]!r} on {gpu_type[g]!r})")
+        for i in np.flatnonzero(status == _RUNNING).tolist():
+            if want.get(i) != sorted(alloc[i]):
+                preempt(i)
+        for i, gs in want.items():
+            if status[i] == _WAITING:
+                start(i, gs)
+        refresh_speeds()
 
-        A job spanning nodes sends and receives ``2 cross_j g_l / g_j`` bytes per iteration through
-        node ``l``'s uplink (its crossing bytes leave one node and enter another, split over its nodes
-        by GPU count), a demand of that over its iteration time [B/s] at full speed; at fraction x_j of
-        its pace it uses x_j of it. Progressive filling raises every unfrozen x_j together until an
-        uplink saturates, freezes the jobs on it, and goes on; no job exceeds 1.
-        """
-        demand: dict[int, dict[int, float]] = {}  # job -> {node: B/s at full speed}
-        for i in run:
-            if cross[i] > 0:
-                nodes, counts = np.unique(gpu_node[alloc[i]], return_counts=True)
-                demand[i] = {int(l): 2 * cross[i] * c / len(alloc[i]) / iter_time[i] for l, c in zip(nodes, counts)}
-        x: dict[int, float] = {}
-        used: dict[int, float] = {}  # node -> B/s of the frozen jobs
-        while len(x) < len(demand):
-            load: dict[int, float] = {}
-            for i, d in demand.items():
-                if i not in x:
-                    for l, v in d.items():
-                        load[l] = load.get(l, 0.0) + v
-            level = {l: (uplink - used.get(l, 0.0)) / v for l, v in load.items()}
-            bottleneck = min(level, key=lambda l: (level[l], l))
-            if level[bottleneck] >= 1.0:
-                x.update({i: 1.0 for i in demand if i not in x})
-                break
-            for i, d in demand.items():
-                if i not in x and bottleneck in d:
-                    x[i] = level[bottleneck]
-                    for l, v in d.items():
-                        used[l] = used.get(l, 0.0) + x[i] * v
-        return x
+    def bandwidth_shares(run: list[int]) -> dict[int, float]:
+        """Max-min fair progress fractions of the jobs whose traffic crosses node or rack uplinks."""
+        demand = {i: bw.link_demands(alloc[i], gpu_node, node_rack, cross[i], iter_time[i]) for i in run
+                  if cross[i] > 0}
+        return bw.max_min_shares({i: d for i, d in demand.items() if d}, capacity)
 
     def refresh_speeds() -> None:
         run = np.flatnonzero(status == _RUNNING).tolist()
-        x = bandwidth_shares(run) if math.isfinite(uplink) else {}
+        x = bandwidth_shares(run) if capacity else {}
         for i in run:
             speed[i] = min(job_speeds(i), x.get(i, 1.0))
 
@@ -262,7 +286,8 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
         # remaining solo time: on the current allocation, or (never started) on the requested GPUs
         remaining = np.where(np.isnan(iter_time), solo_total, work - progress)
         return JobView(now=now, active=active, arrival=arrival, gpus=req, running=status == _RUNNING,
-                       attained=attained, remaining=remaining, completion=completion)
+                       attained=attained, remaining=remaining, completion=completion, alloc=alloc,
+                       occupants=occupants, speed=speed, restarting=status == _RESTARTING)
 
     def reschedule(order: list[int]) -> None:
         is_running = (status == _RUNNING).tolist()
@@ -276,8 +301,7 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
             keep_set = set(keep)
             for i in order:
                 if is_running[i] and i not in keep_set:
-                    release(i)
-                    status[i] = _WAITING
+                    preempt(i)
             for i in keep:
                 if not is_running[i]:
                     start(i, pick_free(need[i]))
@@ -295,7 +319,7 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                     if status[i] == _RUNNING and any(len(occupants[g]) > 1 for g in alloc[i]):
                         free = pick_free(int(req[i]))
                         if free is not None:
-                            release(i)
+                            preempt(i)  # a migration: its restore costs preemption_cost
                             start(i, free)
                 for i in left:
                     got = pick_shared(i)
@@ -324,12 +348,13 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
         dt = t_next - now
         if dt > 0 and running.size:
             progress[running] += speed[running] * dt
-            attained[running] += req[running] * dt
+            attained[running] += ngpu[running] * dt
             held[running] += dt
             busy_gpu_s += n_busy[0] * dt  # GPUs busy since the last event
-            work_gpu_s += float(speed[running] @ req[running]) * dt
+            work_gpu_s += float(speed[running] @ ngpu[running]) * dt
         now = t_next
         changed = False
+        resumed = False
         finished = running[progress[running] >= work[running] * (1 - 1e-12) - _EPS] if running.size else running
         for i in finished.tolist():
             progress[i] = work[i]
@@ -357,6 +382,8 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                     progress[v] = back
                     interruptions[v] += 1
                     release(v)
+                    stall_end[v] = 0.0
+                    suspended[v] = False
                     status[v] = _RESTARTING
                     heapq.heappush(events, (now + failures.restart_delay, _RESTART, seq, v))
                     seq += 1
@@ -375,12 +402,20 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                     seq += 1
             elif kind == _SLOW_END:
                 gpu_slow[i] = False  # here i is a GPU id
+            elif kind == _RESUME:  # a restore ended: not a scheduling decision, only the job's speed changes
+                resumed = True
+                continue
             changed = True
+        if resumed and not changed:
+            refresh_speeds()
         if changed:
             view = view_now()
             if view is not None:
                 order = yield view
-                reschedule(list(order))
+                if isinstance(order, Allocation):
+                    apply(order)
+                else:
+                    reschedule(list(order))
             if scheduler.round_s is not None and not round_pending and (status == _WAITING).any():
                 heapq.heappush(events, (now + scheduler.round_s, _ROUND, seq, -1))
                 seq += 1

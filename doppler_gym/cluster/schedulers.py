@@ -43,6 +43,25 @@ class JobView:
     attained: np.ndarray  # float64 [GPU s], GPUs x time held so far
     remaining: np.ndarray  # float64 [s], solo time left at the current iteration time (srtf only)
     completion: np.ndarray | None = None  # float64 [s], completion time of the finished jobs, NaN for the others
+    # The engine's live state (read-only; copy what you keep past the next ``send``):
+    alloc: list[list[int]] | None = None  # GPU ids each job holds ([] unless running)
+    occupants: list[list[int]] | None = None  # (n_gpus,) jobs on each GPU (at most 2)
+    speed: np.ndarray | None = None  # float64, solo seconds per second of each running job (0 while restoring)
+    restarting: np.ndarray | None = None  # bool, jobs in a restart delay after a failure
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """An explicit decision for :func:`doppler_gym.cluster.engine.decisions`: the GPUs of every job that
+    runs from this event on.
+
+    ``gpus``: ``{job index (trace order): GPU ids}``; a running job left out is preempted (suspended,
+    keeping its progress), one given other GPUs is migrated, a waiting job listed starts. A GPU may
+    hold two jobs if the interference model lets them share; a job gets between its ``gpus`` and
+    ``max_gpus`` GPUs.
+    """
+
+    gpus: dict[int, tuple[int, ...]]
 
 
 class Scheduler(ABC):

@@ -43,8 +43,11 @@ class Cluster:
         inter_node_bandwidth: per-GPU bandwidth between two nodes [B/s] (default 25 GB/s, one
             200 Gb/s InfiniBand HDR rail per GPU), used when a job's graph spans several nodes.
         inter_node_latency: per-transfer latency between nodes [s].
-        node_uplink_bandwidth: capacity of each node's link to the network core [B/s], shared max-min
+        node_uplink_bandwidth: capacity of each node's link to its rack's switch [B/s], shared max-min
             fairly by the jobs whose traffic crosses it (``inf``: no contention between jobs).
+        rack_size: nodes per rack (consecutive nodes; ``None``: one rack holds every node).
+        rack_uplink_bandwidth: capacity of each rack's link to the network core [B/s], shared max-min
+            fairly by the jobs spanning racks (``inf``: no contention); see :mod:`~.bandwidth`.
         name: a label for reports.
     """
 
@@ -53,6 +56,8 @@ class Cluster:
     inter_node_latency: float = 5e-6  # [s]
     node_uplink_bandwidth: float = math.inf  # [B/s]
     name: str = "cluster"
+    rack_size: int | None = None
+    rack_uplink_bandwidth: float = math.inf  # [B/s]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -64,6 +69,12 @@ class Cluster:
             raise ValueError(f"Cluster.inter_node_latency must be >= 0 [s], got {self.inter_node_latency!r}")
         if not (self.node_uplink_bandwidth > 0):
             raise ValueError(f"Cluster.node_uplink_bandwidth must be > 0 [B/s], got {self.node_uplink_bandwidth!r}")
+        if self.rack_size is not None and (not isinstance(self.rack_size, int) or isinstance(self.rack_size, bool)
+                                           or self.rack_size < 1):
+            raise ValueError(f"Cluster.rack_size must be None or an integer >= 1 (nodes per rack), "
+                             f"got {self.rack_size!r}")
+        if not (self.rack_uplink_bandwidth > 0):
+            raise ValueError(f"Cluster.rack_uplink_bandwidth must be > 0 [B/s], got {self.rack_uplink_bandwidth!r}")
 
     @classmethod
     def uniform(cls, n_nodes: int, gpus_per_node: int = 8, gpu_type: str = "v100",
@@ -78,6 +89,12 @@ class Cluster:
     @property
     def n_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
+
+    @property
+    def node_rack(self) -> tuple[int, ...]:
+        """The rack of each node (``rack_size`` consecutive nodes per rack)."""
+        size = self.rack_size or len(self.nodes)
+        return tuple(k // size for k in range(len(self.nodes)))
 
 
 @dataclass(frozen=True)

@@ -8,121 +8,171 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster import schedulers, traces
 from doppler_gym.cluster.engine import decisions
 from doppler_gym.cluster.failures import FailureModel
+from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult
-from doppler_gym.cluster.schedulers import JobView
+from doppler_gym.cluster.schedulers import Allocation, JobView
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Trace
 
-JOB_FEATURES = ("waiting", "running", "done", "gpus", "attained", "age")
-CLUSTER_FEATURES = ("free_gpus", "time")
+JOB_FEATURES = ("present", "waiting", "running", "shared", "gpus", "nodes", "attained", "age", "speed", "remaining")
+NODE_FEATURES = ("free_gpus", "shareable_gpus")
+CLUSTER_FEATURES = ("free_gpus", "shareable_gpus", "time", "hidden_jobs")
 INVALID_PENALTY = -0.01
 
 
 class _External(schedulers.Scheduler):
-    """The engine's flags for the env's decisions: non-preemptive, no sharing, no round ticks."""
+    """The engine's flags for the env's decisions: only ``round_s`` matters (the env sends Allocations)."""
 
     name = "agent"
 
+    def __init__(self, round_s: float | None) -> None:
+        self.round_s = round_s
+
     def order(self, view: schedulers.JobView) -> list[int]:
-        """Never called: :func:`decisions` takes the order from the env's actions instead."""
-        raise RuntimeError("the env's actions order the jobs; decisions() does not call Scheduler.order")
+        """Never called: :func:`decisions` takes the env's :class:`Allocation` instead."""
+        raise RuntimeError("the env's actions allocate the jobs; decisions() does not call Scheduler.order")
 
 
 class ClusterEnv(gym.Env):
-    """Pick which waiting job starts next on a shared GPU cluster, at each scheduling event.
+    """Decide which waiting or running job gets which GPUs, at each scheduling event of a shared GPU cluster.
 
     ## Description
 
     A trace of training jobs (arrival time, GPUs requested, iterations) arrives online at a GPU
     cluster simulated by :mod:`doppler_gym.cluster` (its event engine, through the
-    :func:`~doppler_gym.cluster.engine.decisions` hook). At each event where some job waits and
-    fits in the free GPUs (an arrival or a completion), the agent starts waiting jobs one at a
-    time, then advances the simulation to the next event. Jobs are gang-scheduled, never
-    preempted and never share a GPU (the engine's non-preemptive mode without sharing; GPUs are
-    taken best-fit, as in :func:`doppler_gym.cluster.run`). No failures or stragglers. Events at
-    which nothing fits are advanced through without asking the agent. The goal is a small total
-    (equivalently average) job completion time (JCT).
+    :func:`~doppler_gym.cluster.engine.decisions` hook, which applies the env's decision as an
+    :class:`~doppler_gym.cluster.schedulers.Allocation`). At each event (an arrival, a completion,
+    a failure's restart, a round tick every ``round_s`` seconds while a job waits) the agent edits
+    the allocation one action at a time: start a waiting job on free GPUs packed on the fewest nodes
+    or spread over nodes, start it on GPUs already in use (sharing, at the speeds of the interference
+    model, Gavel's measurements by default), or preempt a running job (it keeps its progress; its next
+    start pays ``preemption_cost`` seconds of checkpoint restore, holding its GPUs). Preempting a job
+    and starting it elsewhere in the same event migrates it. "Advance" hands the allocation to the
+    engine, which runs to the next event. Jobs are gang-scheduled on exactly their requested GPUs.
+    Failures and stragglers follow ``failures`` (a job hit by a failure rolls back to its last
+    checkpoint and is away for the restart delay). The goal is a small total (so average) job
+    completion time (JCT).
+
+    The simple mode of the first version (start waiting jobs only, packed; no preemption, no
+    sharing) is ``preemption=False, sharing=False, gpu_choices=("pack",)``.
 
     ## Action Space
 
-    ``Discrete(max_jobs + 1)``: action ``i < n_jobs`` starts job ``i`` (trace order, i.e. arrival
-    order); it is valid when the job has arrived, waits, and requests at most the free GPUs.
-    Action ``max_jobs`` ("advance") hands the started jobs to the engine and runs it to the next
-    event; it is valid unless the cluster would stall (no job running or just started and none
-    still to arrive). After a start, if no other waiting job fits, the env advances by itself.
-    :meth:`action_masks` (for sb3-contrib's MaskablePPO) equals ``obs["action_mask"]``. An invalid
-    action leaves the state unchanged, is rewarded ``-0.01`` and flagged
-    ``info["invalid_action"] = True``.
+    ``Discrete(max_jobs * n_modes + 1)``, ``modes`` = ``gpu_choices`` (``"pack"``, ``"spread"``), then
+    ``"share"`` if ``sharing``, then ``"preempt"`` if ``preemption`` (``env.modes``). Action
+    ``row * n_modes + m`` applies mode ``m`` to the job in ``row`` of the observation; the last
+    action advances. Validity (``obs["action_mask"]``, also :meth:`action_masks` for sb3-contrib's
+    MaskablePPO):
+
+    - ``pack`` / ``spread``: the job waits and its GPUs are free (:func:`doppler_gym.cluster.placement.pack`
+      / ``spread``); ``spread`` is masked where it would pick the same GPUs as ``pack``;
+    - ``share``: the job waits and :func:`~doppler_gym.cluster.placement.shared` finds GPUs holding
+      one job each that it may share with;
+    - ``preempt``: the job was running at this event and has not been preempted in it (a job
+      started in this event cannot be preempted in it, so an event takes at most two actions per job);
+    - advance: some job would run (the cluster never idles while jobs wait).
+
+    When advance is the only valid action the env advances by itself. An invalid action leaves the
+    state unchanged, is rewarded ``-0.01`` and flagged ``info["invalid_action"] = True``.
 
     ## Observation Space
 
-    A ``Dict``:
+    A ``Dict``. Rows are the visible jobs: the first ``max_jobs`` active (arrived, waiting or
+    running, not in a restart delay) jobs in arrival order (a sliding window over longer traces);
+    padding rows are 0.
 
-    ==================  ===================  ========  ================================================
-    key                 shape                dtype     content
-    ==================  ===================  ========  ================================================
-    ``jobs``            ``(max_jobs, 6)``    float32   per job (trace order; rows of jobs not yet
-                                                       arrived and padding rows are 0): waiting,
-                                                       running, done flags; GPUs requested / cluster
-                                                       GPUs; attained service (GPU s held) /
-                                                       ``time_scale``; age (now - arrival) /
-                                                       ``time_scale``
-    ``cluster``         ``(2,)``             float32   free GPUs (after this event's starts) / cluster
-                                                       GPUs; now / ``time_scale``
-    ``action_mask``     ``(max_jobs + 1,)``  int8      1 where the action is valid
-    ==================  ===================  ========  ================================================
+    ==================  ===========================  ========  =========================================
+    key                 shape                        dtype     content
+    ==================  ===========================  ========  =========================================
+    ``jobs``            ``(max_jobs, 10)``           float32   per row: present; waiting; running; on
+                                                               a shared GPU; GPUs requested / cluster
+                                                               GPUs; nodes it spans / nodes; attained
+                                                               service (GPU s) / ``time_scale``; age
+                                                               (now - arrival) / ``time_scale``; speed
+                                                               (solo s per s, 0 restoring or just
+                                                               started); remaining solo time /
+                                                               ``time_scale`` (0 unless
+                                                               ``known_durations``)
+    ``nodes``           ``(n_nodes, 2)``             float32   per node: free GPUs, GPUs holding one
+                                                               job, / its GPUs
+    ``cluster``         ``(4,)``                     float32   free GPUs, GPUs holding one job, / GPUs;
+                                                               now / ``time_scale``; active jobs
+                                                               outside the window / ``max_jobs``
+    ``action_mask``     ``(max_jobs * n_modes + 1,)``  int8    1 where the action is valid
+    ==================  ===========================  ========  =========================================
 
-    Nothing reveals a job's duration or iterations, nor future arrivals (only the requested GPUs
-    of jobs that have arrived). The running jobs' progress is not shown either.
+    The observation reflects the allocation edited so far in this event. No future arrivals are shown.
 
     ## Rewards
 
     Minus the increase of the summed time in system of all jobs (each arrived job counts from its
     arrival to its completion or to now) since the previous step, divided by ``time_scale`` [s]
-    (default 3600: job-hours). Steps that start a job without advancing get 0. The undiscounted
-    return of an episode is therefore ``-sum(JCT) / time_scale`` exactly (up to float rounding).
-    Invalid actions get ``-0.01``.
+    (default 3600: job-hours). Steps that do not advance get 0. The undiscounted return of a
+    complete episode is therefore ``-sum(JCT) / time_scale`` (up to float rounding). Invalid
+    actions get ``-0.01``.
 
     ## Starting State
 
-    The first event with a job that fits (the first arrival), nothing running. The env is
-    deterministic: the trace is fixed at construction (``generated:N`` draws it with ``seed``) and
-    the engine draws nothing (no failures); ``reset(seed=...)`` only seeds ``np_random``.
+    The first event (the first arrival), nothing running. ``reset(seed=...)`` seeds ``np_random``,
+    which draws the engine's seed (failures, stragglers) and, with ``resample_trace``, the trace.
 
     ## Episode End
 
     Terminates when the last job completes; ``info`` then holds the run's scalar metrics
-    (``avg_jct``, ``p99_jct``, ``makespan``, ``utilisation``, ... from
-    :meth:`ClusterResult.summary`) and ``result`` (the :class:`ClusterResult`). No truncation.
+    (``avg_jct``, ``p99_jct``, ``makespan``, ``utilisation``, ``occupancy``, ``goodput``,
+    ``effective_fraction``, ``interruptions``, from :meth:`ClusterResult.summary`) and ``result``
+    (the :class:`ClusterResult`). Truncated after ``max_steps`` steps. Every step's ``info`` has
+    ``now`` [s], ``n_done``, ``n_running``, ``n_waiting``, ``busy_gpus``.
 
     ## Arguments
 
     - ``trace``: a :class:`~doppler_gym.cluster.Trace`, a shipped trace name
-      (``doppler_gym.cluster.traces.names()``), or ``"generated:N"`` (``traces.generate(N, seed=seed)``).
-      Default ``"generated:16"``.
+      (``doppler_gym.cluster.traces.names()``), or ``"generated:N"`` (``traces.generate(N, seed=seed,
+      **trace_kwargs)``). Default ``"generated:16"``.
     - ``cluster``: a :class:`~doppler_gym.cluster.Cluster` (default ``Cluster.uniform(2, 8)``: 16 V100).
-    - ``max_jobs``: padding of the job rows and actions (default: the trace's length; must be >= it).
+    - ``max_jobs``: rows of the job window (default ``min(len(trace), 32)``).
     - ``seed``: seeds a generated trace (default 0).
     - ``time_scale``: [s] the unit of the reward and of the time features (default 3600).
+    - ``preemption`` (default True), ``sharing`` (default True), ``gpu_choices`` (default
+      ``("pack", "spread")``): the action modes.
+    - ``preemption_cost``: [s] checkpoint restore after a preemption or migration (default 0).
+    - ``failures``: a :class:`~doppler_gym.cluster.FailureModel` (default none); ``checkpoints``:
+      ``"fixed"`` or ``"young"`` (as :func:`doppler_gym.cluster.run`).
+    - ``round_s``: [s] round ticks while a job waits (default None: none).
+    - ``interference``: the sharing model (default :class:`~doppler_gym.cluster.GavelInterference`).
+    - ``known_durations``: show each job's remaining solo time (default False).
+    - ``resample_trace``: with ``"generated:N"``, draw a new trace at each reset (default False).
+    - ``trace_kwargs``: keyword arguments of ``traces.generate`` for ``"generated:N"``.
+    - ``max_steps``: truncation (default ``200 * len(trace) + 1000``).
 
     ## Version History
 
-    - v0: initial version.
+    - v0: initial version (start, pack/spread, share, preempt; failures and round ticks by argument;
+      sliding job window).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, trace: Trace | str = "generated:16", cluster: Cluster | None = None,
-                 max_jobs: int | None = None, seed: int = 0, time_scale: float = 3600.0,
-                 render_mode: str | None = None) -> None:
+                 max_jobs: int | None = None, seed: int = 0, time_scale: float = 3600.0, *,
+                 preemption: bool = True, sharing: bool = True, gpu_choices: tuple[str, ...] = ("pack", "spread"),
+                 preemption_cost: float = 0.0, failures: FailureModel | None = None, checkpoints: str = "fixed",
+                 round_s: float | None = None, interference: object | None = None, known_durations: bool = False,
+                 resample_trace: bool = False, trace_kwargs: dict[str, Any] | None = None,
+                 max_steps: int | None = None, render_mode: str | None = None) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode={render_mode!r}: Doppler-Cluster-v0 has no render modes")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {seed!r}")
-        self.trace = _as_trace(trace, int(seed))
+        self._trace_kwargs = dict(trace_kwargs or {})
+        self._trace_spec = trace
+        self.trace = _as_trace(trace, int(seed), self._trace_kwargs)
+        if resample_trace and not (isinstance(trace, str) and trace.startswith("generated:")):
+            raise ValueError("resample_trace=True needs trace='generated:N'")
         if cluster is None:
             cluster = Cluster.uniform(2, 8)
         if not isinstance(cluster, Cluster):
@@ -130,149 +180,244 @@ class ClusterEnv(gym.Env):
         self.cluster = cluster
         n = len(self.trace)
         if max_jobs is None:
-            max_jobs = n
-        if isinstance(max_jobs, bool) or not isinstance(max_jobs, (int, np.integer)) or max_jobs < n:
-            raise ValueError(f"max_jobs must be an int >= the trace's {n} jobs, got {max_jobs!r}")
+            max_jobs = min(n, 32)
+        if isinstance(max_jobs, bool) or not isinstance(max_jobs, (int, np.integer)) or max_jobs < 1:
+            raise ValueError(f"max_jobs must be an int >= 1, got {max_jobs!r}")
         if not (isinstance(time_scale, (int, float)) and np.isfinite(time_scale) and time_scale > 0):
             raise ValueError(f"time_scale must be a finite number > 0 [s], got {time_scale!r}")
+        gpu_choices = tuple(gpu_choices)
+        bad = [c for c in gpu_choices if c not in pl.GPU_CHOICES]
+        if not gpu_choices or bad or len(set(gpu_choices)) != len(gpu_choices):
+            raise ValueError(f"gpu_choices must be distinct names among {pl.GPU_CHOICES}, got {gpu_choices!r}")
+        if failures is not None and not isinstance(failures, FailureModel):
+            raise TypeError(f"failures must be a doppler_gym.cluster.FailureModel or None, got {failures!r}")
+        if round_s is not None and not (isinstance(round_s, (int, float)) and round_s > 0):
+            raise ValueError(f"round_s must be None or > 0 [s], got {round_s!r}")
+        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"max_steps must be None or an int >= 1, got {max_steps!r}")
+        self.modes = (*gpu_choices, *(("share",) if sharing else ()), *(("preempt",) if preemption else ()))
         self.n_jobs, self.max_jobs, self.time_scale, self.seed_ = n, int(max_jobs), float(time_scale), int(seed)
+        self.preemption_cost, self.failures, self.checkpoints = preemption_cost, failures or FailureModel(), checkpoints
+        self.round_s, self.known_durations, self.resample_trace = round_s, bool(known_durations), bool(resample_trace)
+        self.interference = interference if interference is not None else GavelInterference()
+        self.max_steps = max_steps if max_steps is not None else 200 * n + 1000
         self.render_mode = None
         self._times = IterationTimes(cluster)
-        self._arrival = np.array([j.arrival for j in self.trace.jobs])
-        self._req = np.array([j.gpus for j in self.trace.jobs], dtype=np.int64)
-        self.action_space = spaces.Discrete(self.max_jobs + 1)
+        self._gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])
+        self._gpu_type = [cluster.nodes[k].gpu_type for k in self._gpu_node]
+        self._node_gpus = np.array([nd.gpus for nd in cluster.nodes], dtype=np.float64)
+        self._set_trace(self.trace)
+        nm = len(self.modes)
+        self.n_actions = self.max_jobs * nm + 1
+        self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Dict({
             "jobs": spaces.Box(0.0, np.inf, (self.max_jobs, len(JOB_FEATURES)), np.float32),
+            "nodes": spaces.Box(0.0, 1.0, (len(cluster.nodes), len(NODE_FEATURES)), np.float32),
             "cluster": spaces.Box(0.0, np.inf, (len(CLUSTER_FEATURES),), np.float32),
-            "action_mask": spaces.Box(0, 1, (self.max_jobs + 1,), np.int8),
+            "action_mask": spaces.Box(0, 1, (self.n_actions,), np.int8),
         })
-        next(self._new_sim())  # validate the trace against the cluster now (ValueError), not at reset
+        next(self._new_sim(0))  # validate the trace and options against the cluster now (ValueError), not at reset
 
-    def _new_sim(self):
-        return decisions(self.trace, self.cluster, _External(), seed=self.seed_, failures=FailureModel(),
-                         times=self._times)
+    def _set_trace(self, trace: Trace) -> None:
+        self.trace = trace
+        self.n_jobs = len(trace)
+        self._arrival = np.array([j.arrival for j in trace.jobs])
+        self._req = np.array([j.gpus for j in trace.jobs], dtype=np.int64)
+        self._types = [j.job_type for j in trace.jobs]
+
+    def _new_sim(self, seed: int):
+        return decisions(self.trace, self.cluster, _External(self.round_s), seed=seed, failures=self.failures,
+                         interference=self.interference, times=self._times, checkpoints=self.checkpoints,
+                         preemption_cost=self.preemption_cost)
 
     # -- episode --------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self._sim = self._new_sim()
+        if self.resample_trace:
+            n = int(str(self._trace_spec).split(":", 1)[1])
+            self._set_trace(traces.generate(n, seed=int(self.np_random.integers(2**31)), **self._trace_kwargs))
+        self._sim = self._new_sim(int(self.np_random.integers(2**31)))
         self._view: JobView | None = next(self._sim)
         self._result: ClusterResult | None = None
-        self._picks: list[int] = []
+        self._steps = 0
         self._in_system = 0.0  # [s] summed time in system at the current event
+        self._begin_event()
         self._settle()
         return self._obs(), self._info()
 
     def step(self, action):
         if self._view is None:
             raise RuntimeError("step() after the episode ended; call reset()")
+        self._steps += 1
         a = int(action)
-        mask = self._mask()
-        if not (0 <= a <= self.max_jobs) or not mask[a]:
+        mask = self._mask
+        if not (0 <= a < self.n_actions) or not mask[a]:
             info = self._info()
             info["invalid_action"] = True
-            return self._obs(mask), INVALID_PENALTY, False, False, info
+            return self._obs(), INVALID_PENALTY, False, self._steps >= self.max_steps, info
         before = self._in_system
-        if a < self.max_jobs:
-            self._picks.append(a)
-            if self._fitting().size == 0:
-                self._advance()
-        else:
+        if a == self.n_actions - 1:
             self._advance()
+        else:
+            self._apply(self._rows[a // len(self.modes)], self.modes[a % len(self.modes)])
+        self._settle()
         reward = -(self._in_system - before) / self.time_scale
         terminated = self._view is None
         info = self._info()
         if terminated:
             info.update(self._result.summary())
             info["result"] = self._result
-        return self._obs(), float(reward), terminated, False, info
+        truncated = not terminated and self._steps >= self.max_steps
+        return self._obs(), float(reward), terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """``(max_jobs + 1,) bool``: the valid actions (``obs["action_mask"]`` as bools)."""
-        return self._mask().astype(bool)
+        """``(n_actions,) bool``: the valid actions (``obs["action_mask"]`` as bools)."""
+        return self._mask.astype(bool)
 
-    # -- engine ---------------------------------------------------------------------------------
-    def _advance(self) -> None:
-        order, self._picks = self._picks, []
-        try:
-            self._view = self._sim.send(order)
-        except StopIteration as stop:
-            self._view, self._result = None, stop.value
-            self._in_system = float(self._result.jobs["jct"].sum())
+    @property
+    def job_rows(self) -> np.ndarray:
+        """``(k,) int64``, k <= max_jobs: the trace index of the job in each observation row (empty at the end)."""
+        return self._rows.copy() if self._view is not None else np.zeros(0, np.int64)
+
+    @property
+    def job_view(self) -> JobView | None:
+        """The engine's :class:`JobView` at this event (live and read-only; ``None`` after the episode),
+        for heuristic policies driven through the env."""
+        return self._view
+
+    def action(self, job: int, mode: str) -> int:
+        """The action index applying ``mode`` (one of ``self.modes``) to trace job ``job`` in its row."""
+        rows = self._rows.tolist() if self._view is not None else []
+        if job not in rows or mode not in self.modes:
+            raise ValueError(f"job {job} is not in a row ({rows}) or mode {mode!r} not in {self.modes}")
+        return rows.index(job) * len(self.modes) + self.modes.index(mode)
+
+    # -- the allocation edited in this event ------------------------------------------------------
+    def _begin_event(self) -> None:
+        """Copy the engine's allocation at this event into the working plan."""
+        if self._view is None:
             return
-        self._settle()
-
-    def _settle(self) -> None:
-        """Advance through events where no waiting job fits; update the summed time in system."""
-        while self._view is not None and self._fitting().size == 0:
-            try:
-                self._view = self._sim.send([])
-            except StopIteration as stop:
-                self._view, self._result = None, stop.value
-                self._in_system = float(self._result.jobs["jct"].sum())
-                return
         v = self._view
+        self._plan = {int(i): list(v.alloc[i]) for i in np.flatnonzero(v.running)}
+        self._occ = [list(o) for o in v.occupants]
+        self._was_running = set(self._plan)
+        self._preempted: set[int] = set()
+        self._started: set[int] = set()
         arrived = self._arrival <= v.now
         end = np.where(np.isnan(v.completion), v.now, v.completion)
         self._in_system = float((end - self._arrival)[arrived].sum())
+        active = np.asarray(v.active, dtype=np.int64)
+        self._rows = active[: self.max_jobs]
+        self._hidden = len(active) - len(self._rows)
+        self._refresh_mask()
 
-    def _free(self) -> int:
-        v = self._view
-        return int(self.cluster.n_gpus - self._req[v.running].sum() - self._req[self._picks].sum())
+    def _candidates(self, i: int) -> dict[str, list[int] | None]:
+        """GPUs each start mode would give waiting job ``i`` now (``None``: not possible)."""
+        k = int(self._req[i])
+        free = pl.free_by_node(self._occ, self._gpu_node)
+        out: dict[str, list[int] | None] = {}
+        for c in self.modes:
+            if c in pl.GPU_CHOICES:
+                out[c] = pl.choose(c, free, k)
+            elif c == "share":
+                out[c] = pl.shared(self._types[i], k, self._occ, self._types, self._gpu_type, self.interference)
+        if "spread" in out and "pack" in out and out["spread"] == out["pack"]:
+            out["spread"] = None
+        return out
 
-    def _waiting(self) -> np.ndarray:
-        v = self._view
-        w = np.zeros(self.n_jobs, bool)
-        w[v.active] = True
-        w &= ~v.running
-        w[self._picks] = False
-        return w
+    def _refresh_mask(self) -> None:
+        nm = len(self.modes)
+        mask = np.zeros(self.n_actions, np.int8)
+        self._cands: dict[int, dict[str, list[int] | None]] = {}
+        for r, i in enumerate(self._rows.tolist()):
+            if i in self._plan:
+                if "preempt" in self.modes and i in self._was_running and i not in self._preempted:
+                    mask[r * nm + self.modes.index("preempt")] = 1
+                continue
+            cands = self._candidates(i)
+            self._cands[i] = cands
+            for m, c in enumerate(self.modes):
+                if cands.get(c) is not None:
+                    mask[r * nm + m] = 1
+        mask[-1] = 1 if self._plan else 0
+        self._mask = mask
 
-    def _fitting(self) -> np.ndarray:
-        return np.flatnonzero(self._waiting() & (self._req <= self._free()))
+    def _apply(self, i: int, mode: str) -> None:
+        if mode == "preempt":
+            for g in self._plan.pop(i):
+                self._occ[g].remove(i)
+            self._preempted.add(i)
+        else:
+            gpus = self._cands[i][mode]
+            self._plan[i] = list(gpus)
+            for g in gpus:
+                self._occ[g].append(i)
+            self._started.add(i)
+        self._refresh_mask()
 
-    def _mask(self) -> np.ndarray:
-        mask = np.zeros(self.max_jobs + 1, np.int8)
-        if self._view is None:
-            return mask
-        mask[self._fitting()] = 1
-        v = self._view
-        if v.running.any() or self._picks or (self._arrival > v.now).any():
-            mask[self.max_jobs] = 1
-        return mask
+    # -- engine ---------------------------------------------------------------------------------
+    def _advance(self) -> None:
+        plan = Allocation({i: tuple(g) for i, g in self._plan.items()})
+        try:
+            self._view = self._sim.send(plan)
+        except StopIteration as stop:
+            self._view, self._result = None, stop.value
+            self._in_system = float(self._result.jobs["jct"].sum())
+            self._mask = np.zeros(self.n_actions, np.int8)
+            return
+        self._begin_event()
 
-    def _obs(self, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def _settle(self) -> None:
+        """Advance while advancing is the only valid action."""
+        while self._view is not None and self._mask[-1] and self._mask.sum() == 1:
+            self._advance()
+
+    def _obs(self) -> dict[str, np.ndarray]:
         jobs = np.zeros((self.max_jobs, len(JOB_FEATURES)), np.float32)
+        nodes = np.zeros((len(self.cluster.nodes), len(NODE_FEATURES)), np.float32)
         clus = np.zeros(len(CLUSTER_FEATURES), np.float32)
-        n, g = self.n_jobs, self.cluster.n_gpus
+        g, n_nodes = self.cluster.n_gpus, len(self.cluster.nodes)
         if self._view is not None:
             v = self._view
-            arrived = self._arrival <= v.now
-            waiting = self._waiting()
-            running = v.running.copy()
-            running[self._picks] = True
-            done = arrived & ~np.isnan(v.completion)
-            jobs[:n, 0] = waiting
-            jobs[:n, 1] = running
-            jobs[:n, 2] = done
-            jobs[:n, 3] = self._req / g
-            jobs[:n, 4] = v.attained / self.time_scale
-            jobs[:n, 5] = np.maximum(v.now - self._arrival, 0.0) / self.time_scale
-            jobs[:n][~arrived] = 0.0
-            clus[:] = (self._free() / g, v.now / self.time_scale)
+            rows = self._rows
+            k = len(rows)
+            running = np.array([i in self._plan for i in rows.tolist()], dtype=bool)
+            occ_n = np.array([len(o) for o in self._occ])
+            jobs[:k, 0] = 1.0
+            jobs[:k, 1] = ~running
+            jobs[:k, 2] = running
+            for r, i in enumerate(rows.tolist()):
+                gs = self._plan.get(i, [])
+                if gs:
+                    jobs[r, 3] = float((occ_n[gs] > 1).any())
+                    jobs[r, 5] = len(set(self._gpu_node[gs].tolist())) / n_nodes
+            jobs[:k, 4] = self._req[rows] / g
+            jobs[:k, 6] = v.attained[rows] / self.time_scale
+            jobs[:k, 7] = np.maximum(v.now - self._arrival[rows], 0.0) / self.time_scale
+            unchanged = np.array([i in self._was_running and i not in self._started for i in rows.tolist()], bool)
+            jobs[:k, 8] = np.where(unchanged, v.speed[rows], 0.0)
+            if self.known_durations:
+                jobs[:k, 9] = np.maximum(v.remaining[rows], 0.0) / self.time_scale
+            free = np.bincount(self._gpu_node[occ_n == 0], minlength=n_nodes)
+            single = np.bincount(self._gpu_node[occ_n == 1], minlength=n_nodes)
+            nodes[:, 0] = free / self._node_gpus
+            nodes[:, 1] = single / self._node_gpus
+            clus[:] = (free.sum() / g, single.sum() / g, v.now / self.time_scale, self._hidden / self.max_jobs)
         else:
-            jobs[:n, 2] = 1.0
-            jobs[:n, 3] = self._req / g
-            clus[:] = (1.0, np.nanmax(self._result.jobs["completion"]) / self.time_scale)
-        return {"jobs": jobs, "cluster": clus, "action_mask": self._mask() if mask is None else mask.copy()}
+            nodes[:, 0] = 1.0
+            clus[:] = (1.0, 0.0, np.nanmax(self._result.jobs["completion"]) / self.time_scale, 0.0)
+        return {"jobs": jobs, "nodes": nodes, "cluster": clus, "action_mask": self._mask.copy()}
 
     def _info(self) -> dict[str, Any]:
         if self._view is None:
-            return {"now": float(np.nanmax(self._result.jobs["completion"])), "n_done": self.n_jobs}
-        return {"now": float(self._view.now), "n_done": int((~np.isnan(self._view.completion)).sum())}
+            return {"now": float(np.nanmax(self._result.jobs["completion"])), "n_done": self.n_jobs,
+                    "n_running": 0, "n_waiting": 0, "busy_gpus": 0}
+        v = self._view
+        return {"now": float(v.now), "n_done": int((~np.isnan(v.completion)).sum()), "n_running": len(self._plan),
+                "n_waiting": len(v.active) - len(self._plan), "busy_gpus": sum(1 for o in self._occ if o)}
 
 
-def _as_trace(trace: Trace | str, seed: int) -> Trace:
+def _as_trace(trace: Trace | str, seed: int, kwargs: dict[str, Any]) -> Trace:
     if isinstance(trace, Trace):
         return trace
     if not isinstance(trace, str):
@@ -281,7 +426,7 @@ def _as_trace(trace: Trace | str, seed: int) -> Trace:
         count = trace.split(":", 1)[1]
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"trace={trace!r}: 'generated:N' needs an integer N >= 1")
-        return traces.generate(int(count), seed=seed)
+        return traces.generate(int(count), seed=seed, **kwargs)
     if trace not in traces.names():
         raise ValueError(f"unknown trace {trace!r}; give a Trace, 'generated:N' or one of: {', '.join(traces.names())}")
     return traces.load(trace)

@@ -242,3 +242,63 @@ def test_heterogeneous_nodes_and_multi_node_sub_topology():
     base = dg.Topology.preset("v100x8-dgx1")
     assert topo.n_devices == 12 and topo.bandwidth[0, 8] == 12.5e9 and topo.bandwidth[8, 11] == base.bandwidth[0, 3]
     np.testing.assert_array_equal(topo.bandwidth[:8, :8], base.bandwidth)
+
+
+def _drive(trace: C.Trace, cluster: C.Cluster, plans: dict[float, dict[int, tuple[int, ...]]], **kwargs):
+    """Run the engine's decisions() with explicit Allocations: at event time t, ``plans[t]`` (else keep)."""
+    sim = C.engine.decisions(trace, cluster, C.schedulers.FIFO(), seed=0, failures=C.FailureModel(), **kwargs)
+    try:
+        view = next(sim)
+        while True:
+            keep = {i: tuple(view.alloc[i]) for i in np.flatnonzero(view.running)}
+            view = sim.send(C.Allocation(plans.get(view.now, keep)))
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_racks_share_their_uplinks_max_min_fairly_with_node_uplinks():
+    # 2 racks x 2 nodes x 4 GPUs. A (4 GPUs, 1e9 B crossing per 1 s iteration) on nodes 0 + 2 spans both racks:
+    # it puts 2 x 1e9 x 2/4 = 1e9 B/s on the uplinks of nodes 0 and 2 and of racks 0 and 1. B (0.5e9 B) on
+    # nodes 1 + 3: 0.5e9 B/s on each of its links. C (2 GPUs on node 0) spans no node and sends nothing.
+    a = C.Job(0, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=1e9)
+    b = C.Job(1, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=0.5e9)
+    c = C.Job(2, 0.0, 100, gpus=2, workload=None, profile={"*": {2: 1.0}}, cross_node_bytes=1e12)
+    trace = C.Trace((a, b, c))
+    plan = {0.0: {0: (0, 1, 8, 9), 1: (4, 5, 12, 13), 2: (2, 3)}}
+    # Racks of 1.2e9 B/s only: rack 0 carries 1.5e9 at full speed, so both A and B run at 1.2 / 1.5 = 0.8.
+    racks = C.Cluster.uniform(4, 4, preset=None, rack_size=2, rack_uplink_bandwidth=1.2e9)
+    r = _drive(trace, racks, plan)
+    np.testing.assert_allclose(r.jobs["completion"], [125.0, 125.0, 100.0])
+    # Node uplinks of 0.6e9 B/s too: node 0 (A's 1e9) saturates first at x_A = 0.6; A then uses 0.6e9 of each
+    # rack uplink, leaving 0.6e9 for B's 0.5e9: B runs at full speed. A: 100 / 0.6 s.
+    both = C.Cluster.uniform(4, 4, preset=None, rack_size=2, rack_uplink_bandwidth=1.2e9, node_uplink_bandwidth=0.6e9)
+    r = _drive(trace, both, plan)
+    np.testing.assert_allclose(r.jobs["completion"], [100 / 0.6, 100.0, 100.0])
+    # A and B on one rack each (nodes 0 + 1, nodes 2 + 3): no rack traffic, racks never bind
+    r = _drive(trace, racks, {0.0: {0: (0, 1, 4, 5), 1: (8, 9, 12, 13), 2: (2, 3)}})
+    np.testing.assert_allclose(r.jobs["completion"], [100.0, 100.0, 100.0])
+    assert racks.node_rack == (0, 0, 1, 1) and C.Cluster.uniform(3, 4).node_rack == (0, 0, 0)
+    # the progressive filling on its own, by hand: links L1 (cap 1) and L2 (cap 3); j1 on L1 (demand 2),
+    # j2 on L1 + L2 (1, 1), j3 on L2 (4). L1 saturates at x = 1/3 (j1, j2); L2 then has 3 - 1/3 left for j3's 4.
+    x = C.bandwidth.max_min_shares({1: {"L1": 2.0}, 2: {"L1": 1.0, "L2": 1.0}, 3: {"L2": 4.0}},
+                                   {"L1": 1.0, "L2": 3.0})
+    assert x == pytest.approx({1: 1 / 3, 2: 1 / 3, 3: (3 - 1 / 3) / 4})
+
+
+def test_allocations_are_checked_and_preemption_cost_is_paid():
+    jobs = tuple(C.Job(i, 0.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}) for i in range(3))
+    one = C.Cluster((C.Node(2, "v100", None),))
+    for plan, match in (({0: (0,), 1: (0,), 2: (0,)}, "would hold 3 jobs"), ({0: (0, 1)}, "between gpus=1"),
+                        ({0: (5,)}, r"distinct ids in \[0, 2\)"), ({7: (0,)}, "job index 7")):
+        with pytest.raises(ValueError, match=match):
+            _drive(C.Trace(jobs), one, {0.0: plan})
+    with pytest.raises(ValueError, match="cannot share GPU 0"):
+        _drive(C.Trace(jobs), one, {0.0: {0: (0,), 1: (0,)}}, interference=lambda a, b, g: None)
+    with pytest.raises(ValueError, match="preemption_cost"):
+        C.run(C.Trace(jobs), one, "fifo", seed=0, preemption_cost=-1.0)
+    # job 0 runs 0-4 on GPU 0, migrates to GPU 1 at job 1's arrival (t=4) and restores 3 s: it ends at 4 + 3 + 6
+    two = (C.Job(0, 0.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}),
+           C.Job(1, 4.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}))
+    r = _drive(C.Trace(two), one, {0.0: {0: (0,)}, 4.0: {0: (1,), 1: (0,)}}, preemption_cost=3.0)
+    np.testing.assert_allclose(r.jobs["completion"], [13.0, 14.0])
+    assert r.jobs["held"][0] == pytest.approx(13.0)

@@ -1,4 +1,5 @@
-"""Doppler-Cluster-v0: API checks, determinism, FIFO through the env == dg.cluster.run(..., "fifo"), returns."""
+"""Doppler-Cluster-v0: API checks, determinism, FIFO and LAS through the env == dg.cluster.run, hand-computed
+preemption, sharing and spreading, the sliding job window, failures and round ticks, MaskablePPO."""
 
 from __future__ import annotations
 
@@ -10,14 +11,11 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import doppler_gym as dg
+from doppler_gym import cluster as C
 from doppler_gym.envs.cluster import ClusterEnv
 from doppler_gym.envs.registration import CLUSTER_ENV_ID
 
-
-def _fifo_action(obs, max_jobs: int) -> int:
-    """FIFO with backfilling: the earliest-arriving waiting job that fits, else advance."""
-    fits = np.flatnonzero(obs["action_mask"][:max_jobs])
-    return int(fits[0]) if fits.size else max_jobs
+SIMPLE = {"preemption": False, "sharing": False, "gpu_choices": ("pack",)}
 
 
 def _rollout(env: gym.Env, policy, seed: int = 0):
@@ -25,6 +23,7 @@ def _rollout(env: gym.Env, policy, seed: int = 0):
     rewards, actions = [], []
     while True:
         assert (obs["action_mask"].astype(bool) == env.unwrapped.action_masks()).all()
+        assert env.observation_space.contains(obs)
         a = policy(obs)
         obs, r, term, trunc, info = env.step(a)
         assert not trunc
@@ -34,34 +33,81 @@ def _rollout(env: gym.Env, policy, seed: int = 0):
             return np.array(rewards), actions, info
 
 
+def _random_policy(seed: int, p_advance: float = 0.0):
+    """Uniform over the valid actions; first advances with probability ``p_advance`` (fewer preemptions)."""
+    r = np.random.default_rng(seed)
+
+    def policy(obs) -> int:
+        if obs["action_mask"][-1] and r.random() < p_advance:
+            return len(obs["action_mask"]) - 1
+        return int(r.choice(np.flatnonzero(obs["action_mask"])))
+    return policy
+
+
+def _first_valid(obs) -> int:
+    """FIFO with backfilling in the simple mode: the earliest-arriving waiting job that fits, else advance."""
+    return int(np.flatnonzero(obs["action_mask"])[0])
+
+
+def _las_policy(env: ClusterEnv, n_gpus: int):
+    """dg.cluster's preemptive LAS, acted out through the env: keep the greedy prefix of the order by
+    attained service that fits, preempt the running jobs outside it, start the kept waiting ones (packed)."""
+    def policy(obs) -> int:
+        v = env.job_view
+        order = sorted(v.active, key=lambda j: (v.attained[j], v.arrival[j], j))
+        keep, budget = [], n_gpus
+        for j in order:
+            if v.gpus[j] <= budget:
+                keep.append(j)
+                budget -= v.gpus[j]
+        rows = env.job_rows.tolist()
+        running = {j for r, j in enumerate(rows) if obs["jobs"][r, 2] == 1}
+        for j in rows:
+            if j in running and j not in keep and obs["action_mask"][env.action(j, "preempt")]:
+                return env.action(j, "preempt")
+        for j in keep:
+            if j not in running:
+                return env.action(j, "pack")
+        return env.n_actions - 1
+    return policy
+
+
 def test_registered_with_a_string_entry_point():
     assert CLUSTER_ENV_ID == "Doppler-Cluster-v0"
     assert gym.spec(CLUSTER_ENV_ID).entry_point == "doppler_gym.envs.cluster:ClusterEnv"
     assert isinstance(gym.make(CLUSTER_ENV_ID).unwrapped, ClusterEnv)
 
 
-def test_gymnasium_check_env():
-    gym_check_env(ClusterEnv("generated:12"), skip_render_check=True)
+@pytest.mark.parametrize("kwargs", [{}, SIMPLE, {"max_jobs": 4, "round_s": 600.0,
+                                                  "failures": C.FailureModel(gpu_mtbf=2e5, restart_delay=60.0)}])
+def test_gymnasium_and_sb3_check_env(kwargs):
+    gym_check_env(ClusterEnv("generated:12", **kwargs), skip_render_check=True)
+    sb3_check_env(ClusterEnv("generated:12", **kwargs), warn=True)
 
 
-def test_sb3_check_env():
-    sb3_check_env(ClusterEnv("generated:12"), warn=True)
+def test_spaces_are_fixed_shape_and_masked():
+    env = ClusterEnv("generated:30", max_jobs=6)
+    assert env.modes == ("pack", "spread", "share", "preempt")
+    assert env.action_space.n == 6 * 4 + 1
+    assert env.observation_space["jobs"].shape == (6, 10) and env.observation_space["nodes"].shape == (2, 2)
+    assert ClusterEnv("generated:30", **SIMPLE).action_space.n == 30 + 1
 
 
-def test_same_seed_same_rollout():
-    rng_policy = lambda seed: (lambda r: (lambda obs: int(r.choice(np.flatnonzero(obs["action_mask"])))))(  # noqa: E731
-        np.random.default_rng(seed))
-    a = _rollout(ClusterEnv("generated:20", seed=3), rng_policy(1))
-    b = _rollout(ClusterEnv("generated:20", seed=3), rng_policy(1))
+def test_same_seed_same_rollout_with_failures():
+    kw = {"failures": C.FailureModel(gpu_mtbf=1e4, restart_delay=60.0), "round_s": 1800.0,
+          "trace_kwargs": {"checkpoint_every": 100, "checkpoint_cost": 2.0}}
+    a = _rollout(ClusterEnv("generated:12", seed=3, **kw), _random_policy(1, 0.7), seed=5)
+    b = _rollout(ClusterEnv("generated:12", seed=3, **kw), _random_policy(1, 0.7), seed=5)
     assert a[1] == b[1]
     np.testing.assert_array_equal(a[0], b[0])
-    assert a[2]["avg_jct"] == b[2]["avg_jct"]
+    assert a[2]["avg_jct"] == b[2]["avg_jct"] and a[2]["interruptions"] == b[2]["interruptions"]
+    assert a[2]["interruptions"] > 0  # failures did happen
 
 
 @pytest.mark.parametrize("n_jobs", [16, 40])
-def test_fifo_through_the_env_reproduces_run_fifo(n_jobs):
-    env = gym.make(CLUSTER_ENV_ID, trace=f"generated:{n_jobs}", seed=0, max_jobs=48)
-    rewards, _, info = _rollout(env, lambda obs: _fifo_action(obs, 48))
+def test_fifo_through_the_simple_env_reproduces_run_fifo(n_jobs):
+    env = gym.make(CLUSTER_ENV_ID, trace=f"generated:{n_jobs}", seed=0, max_jobs=48, **SIMPLE)
+    rewards, _, info = _rollout(env, _first_valid)
     ref = dg.cluster.run(env.unwrapped.trace, env.unwrapped.cluster, "fifo", seed=0)
     assert (ref.jobs["first_start"] > ref.jobs["arrival"]).sum() >= 2  # jobs did queue (2 of 16, 34 of 40)
     assert info["avg_jct"] == pytest.approx(ref.avg_jct, rel=1e-12)
@@ -71,11 +117,96 @@ def test_fifo_through_the_env_reproduces_run_fifo(n_jobs):
     assert (rewards <= 1e-12).all()
 
 
-def test_return_is_minus_total_jct_for_any_policy():
-    r = np.random.default_rng(0)
-    env = ClusterEnv("generated:20", seed=1, time_scale=60.0)
-    rewards, _, info = _rollout(env, lambda obs: int(r.choice(np.flatnonzero(obs["action_mask"]))))
-    assert rewards.sum() == pytest.approx(-info["result"].jobs["jct"].sum() / 60.0, rel=1e-9)
+def test_las_acted_out_through_preemptions_reproduces_run_las_with_a_preemption_cost():
+    trace = C.traces.generate(30, seed=4, mean_interarrival=120.0)
+    cluster = C.Cluster.uniform(1, 8)
+    env = ClusterEnv(trace, cluster, max_jobs=30, round_s=60.0, preemption_cost=45.0)
+    _, actions, info = _rollout(env, _las_policy(env, 8))
+    ref = C.run(trace, cluster, "las", seed=0, preemption_cost=45.0)
+    np.testing.assert_allclose(info["result"].jobs["completion"], ref.jobs["completion"], rtol=1e-12)
+    n_preempt = sum(1 for a in actions if a < env.n_actions - 1 and a % 4 == 3)
+    assert n_preempt >= 5  # the policy did preempt, and each restart paid the restore
+    free = C.run(trace, cluster, "las", seed=0)
+    assert ref.avg_jct > free.avg_jct
+
+
+def test_preemption_with_restore_cost_by_hand():
+    # One GPU. A: 100 iterations of 1 s from t=0; B: 10 iterations from t=10. Preempt A for B: B ends at 20;
+    # A restarts at 20, restores for 5 s, then does its last 90 s: it ends at 115.
+    a = C.Job(0, 0.0, 100, gpus=1, workload=None, profile={"*": {1: 1.0}})
+    b = C.Job(1, 10.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}})
+    one = C.Cluster((C.Node(1, "v100", None),))
+    env = ClusterEnv(C.Trace((a, b)), one, preemption_cost=5.0, sharing=False, gpu_choices=("pack",))
+    env.reset(seed=0)
+    assert env.job_rows.tolist() == [0]
+    # A starts; advancing is then the only valid action (A was not running at this event, so it cannot be
+    # preempted in it): the env advances by itself to B's arrival at t=10
+    obs, *_ = env.step(env.action(0, "pack"))
+    assert env.job_view.now == 10.0 and env.job_rows.tolist() == [0, 1]
+    assert obs["jobs"][0, 8] == 1.0 and obs["action_mask"][env.action(1, "pack")] == 0  # no free GPU for B
+    env.step(env.action(0, "preempt"))
+    env.step(env.action(1, "pack"))
+    obs, _, term, _, info = env.step(env.n_actions - 1)  # B runs to t=20; A waits on a free GPU
+    assert env.job_view.now == 20.0 and obs["action_mask"].tolist() == [1, 0, 0, 0, 0]  # start A: no idling
+    obs, _, term, _, info = env.step(env.action(0, "pack"))
+    assert term
+    np.testing.assert_allclose(info["result"].jobs["completion"], [115.0, 20.0])
+    # the same by SRTF in dg.cluster.run (it preempts A at B's arrival)
+    ref = C.run(C.Trace((a, b)), one, "srtf", seed=0, preemption_cost=5.0)
+    np.testing.assert_allclose(ref.jobs["completion"], [115.0, 20.0])
+    assert ref.jobs["held"][0] == pytest.approx(105.0)  # the restore holds the GPU
+
+
+def test_sharing_and_spreading_through_the_env_by_hand():
+    # Two 1-GPU jobs of 100 s on one GPU sharing at 0.68 of their speed each: both end at 100 / 0.68.
+    jobs = tuple(C.Job(i, 0.0, 100, gpus=1, workload=None, profile={"*": {1: 1.0}}) for i in range(2))
+    one = C.Cluster((C.Node(1, "v100", None),))
+    env = ClusterEnv(C.Trace(jobs), one, interference=C.ParametricInterference(0.68))
+    env.reset(seed=0)
+    obs, *_ = env.step(env.action(0, "pack"))
+    assert obs["nodes"][0].tolist() == [0.0, 1.0] and obs["action_mask"][env.action(1, "share")] == 1
+    assert obs["action_mask"][env.action(1, "pack")] == 0
+    # then only advancing is valid (neither job ran at this event): the env runs the episode to its end
+    _, _, term, _, info = env.step(env.action(1, "share"))
+    assert term and info["result"].jobs["completion"] == pytest.approx([100 / 0.68] * 2)
+    assert info["utilisation"] == pytest.approx(1.36)
+    # A 4-GPU job on two 4-GPU nodes whose uplinks carry 1 GB/s: packed it runs 100 s; spread 2 + 2 it sends
+    # 2 x 2e9 B x 2/4 = 2e9 B per 1 s iteration through each node's uplink: half speed, 200 s.
+    job = C.Job(0, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=2e9)
+    two = C.Cluster.uniform(2, 4, preset=None, node_uplink_bandwidth=1e9)
+    for mode, end in (("pack", 100.0), ("spread", 200.0)):
+        env = ClusterEnv(C.Trace((job,)), two)
+        env.reset(seed=0)
+        obs, _, term, _, info = env.step(env.action(0, mode))
+        assert term and info["result"].jobs["completion"][0] == pytest.approx(end)
+
+
+def test_sliding_window_over_a_longer_trace():
+    env = ClusterEnv("generated:60", max_jobs=4, seed=2, trace_kwargs={"mean_interarrival": 10.0})
+    obs, _ = env.reset(seed=0)
+    pick = _random_policy(3)
+    hidden, total = 0.0, 0.0
+    while True:
+        assert len(env.job_rows) <= 4 and obs["jobs"][len(env.job_rows):].sum() == 0
+        hidden = max(hidden, float(obs["cluster"][3]))
+        obs, r, term, trunc, info = env.step(pick(obs))
+        total += r
+        if term:
+            break
+    assert hidden > 0  # more active jobs than rows at some event
+    res = info["result"]
+    assert np.isfinite(res.jobs["completion"]).all() and res.n_jobs == 60
+    assert total == pytest.approx(-res.jobs["jct"].sum() / 3600.0, rel=1e-9)
+
+
+def test_resampled_traces_differ_per_reset_and_repeat_per_seed():
+    env = ClusterEnv("generated:10", resample_trace=True)
+    env.reset(seed=1)
+    t1 = env.trace
+    env.reset(seed=2)
+    t2 = env.trace
+    env.reset(seed=1)
+    assert env.trace.jobs == t1.jobs and t1.jobs != t2.jobs
 
 
 def test_invalid_action_is_penalised_and_changes_nothing():
@@ -89,8 +220,8 @@ def test_invalid_action_is_penalised_and_changes_nothing():
 
 
 def test_maskable_ppo_learns_a_few_steps():
-    model = MaskablePPO("MultiInputPolicy", ClusterEnv("generated:12"), n_steps=64, batch_size=64, n_epochs=1,
-                        seed=0, device="cpu")
+    model = MaskablePPO("MultiInputPolicy", ClusterEnv("generated:12", max_jobs=6), n_steps=64, batch_size=64,
+                        n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=256)
     assert model.num_timesteps >= 256
 
@@ -99,12 +230,17 @@ def test_maskable_ppo_learns_a_few_steps():
     ({"trace": "nope"}, ValueError, "unknown trace 'nope'"),
     ({"trace": "generated:x"}, ValueError, "generated:N"),
     ({"trace": 3}, TypeError, "trace must be"),
-    ({"trace": "generated:8", "max_jobs": 4}, ValueError, "max_jobs must be an int >= the trace's 8 jobs"),
+    ({"trace": "generated:8", "max_jobs": 0}, ValueError, "max_jobs must be an int >= 1"),
     ({"cluster": "2x8"}, TypeError, "cluster must be"),
     ({"seed": 1.5}, TypeError, "seed must be an int"),
     ({"time_scale": 0}, ValueError, "time_scale must be"),
     ({"trace": "generated:30", "cluster": dg.cluster.Cluster.uniform(1, 4)}, ValueError, "exceeds the cluster"),
     ({"render_mode": "human"}, ValueError, "no render modes"),
+    ({"gpu_choices": ("random",)}, ValueError, "gpu_choices must be"),
+    ({"preemption_cost": -1.0}, ValueError, "preemption_cost must be"),
+    ({"round_s": 0}, ValueError, "round_s must be"),
+    ({"failures": 3}, TypeError, "failures must be"),
+    ({"trace": "gavel-msr", "resample_trace": True}, ValueError, "resample_trace"),
 ])
 def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
