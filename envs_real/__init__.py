@@ -12,10 +12,18 @@ real hardware (layers: ``docs/architecture.md``):
   build a graph and topology whose simulations track the real makespans; Kendall tau and mean
   relative error of simulated vs measured makespans over placements.
 - :func:`make_real_env` (:mod:`.env`): ``PlacementEnv`` with a ``RealBackend`` (``Doppler-Real-v0``).
+- :mod:`.distributed`: the torch.distributed mode (``devices="gloo:2"``, ``"nccl"``,
+  ``"gloo:N@HOST:PORT"`` for ranks launched by ``torchrun``): one process per device, a
+  point-to-point ``isend``/``irecv`` per cross-device edge.
+- :mod:`.estimate`: every call is estimated from the simulator first and refused above
+  ``max_estimated_seconds`` / ``max_memory_bytes`` (:class:`WorkloadTooLarge`, saying how to shrink
+  the workload); long calls show a progress bar.
+- :func:`compare_placements` (:mod:`.compare`): simulator vs real over placements (``doppler eval
+  --backend real``): Kendall tau and mean relative error.
 
 Importing ``envs_real`` imports neither torch nor pynvml; they load on first use. Devices:
 ``"auto"`` (every visible GPU, else CPU workers with a warning), ``"cpu:4"``, ``"cuda"``,
-``"cuda:0,1"`` or a list (:mod:`.devices`). CPU timings are not GPU timings.
+``"cuda:0,1"``, ``"gloo:2"``, ``"nccl"`` or a list (:mod:`.devices`). CPU timings are not GPU timings.
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ _LAZY = {
     "fidelity": "envs_real.calibration",
     "sample_placements": "envs_real.calibration",
     "make_real_env": "envs_real.env",
+    "RunEstimate": "envs_real.estimate",
+    "WorkloadTooLarge": "envs_real.estimate",
+    "SimRealComparison": "envs_real.compare",
+    "compare_placements": "envs_real.compare",
     "DeviceSet": "envs_real.devices",
     "parse_devices": "envs_real.devices",
 }
@@ -50,8 +62,12 @@ __all__ = [
     "RealBackend",
     "RealExecutionError",
     "RealTrace",
+    "RunEstimate",
     "RunReport",
+    "SimRealComparison",
+    "WorkloadTooLarge",
     "calibrate",
+    "compare_placements",
     "fidelity",
     "make_real_env",
     "parse_devices",
