@@ -15,7 +15,10 @@ Moves, drawn with equal probability:
     swap: two ops exchange devices;
     group: an op together with its inputs, or with its consumers, or the linear chain it lies on
         (ops linked by edges whose producer has one consumer and consumer one input), to one device;
-    block: a run of 2..``block_max`` consecutive ops of ``topological_order`` to one device.
+    block: a run of 2..``block_max`` consecutive ops of ``topological_order`` to one device;
+    proposal (only with ``proposal=``, a share ``proposal_share`` of all moves): one op to another
+        device drawn from the op's row of the ``(n_ops, D)`` proposal (e.g. a learned policy's
+        placement probabilities), so the search tries the moves a guide rates likely first.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ def local_search(
     kick: int = 5,
     temperature: float = 0.004,
     block_max: int = 8,
+    proposal: np.ndarray | None = None,
+    proposal_share: float = 0.5,
 ) -> Placement:
     """Improve the best of several start placements by batched local search (module docstring).
 
@@ -65,14 +70,20 @@ def local_search(
         seconds: stop after this much wall-clock time [s], start placements included (``None``:
             no limit). Only ``max_evals`` gives the same result on every machine.
         batch_size: neighbours scored per ``simulate_batch`` call.
-        starts: placements (or ``(n_ops,)`` assignments, taken with ``topological_order``) to
-            start from; default: :func:`critical_path`, :func:`heft` and :func:`round_robin`.
+        starts: placements (or ``(n_ops,)`` assignments, taken with ``topological_order``; or a
+            ``(B, n_ops)`` array of them) to start from; default: :func:`default_starts`
+            (:func:`critical_path`, :func:`heft` and :func:`round_robin`).
             The best one is the start; under ``queue_order="priority"`` its order gives the
             priorities of every candidate.
         patience: iterations without a new best before a restart from the best.
         kick: random moves applied to the best at a restart.
         temperature: Metropolis temperature as a fraction of the best makespan.
         block_max: longest block move (ops).
+        proposal: ``(n_ops, D)`` nonnegative move weights per op and device (rows need not sum to
+            1; a row of zeros means uniform): proposal moves draw an op uniformly and its new device
+            from its row, the current device excluded. ``None``: no proposal moves.
+        proposal_share: the share of the moves that are proposal moves when ``proposal`` is given
+            (0..1); the other move kinds share the rest equally.
 
     The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
     where that bound holds: one stream per device and no jitter. With jitter each candidate is
@@ -92,13 +103,14 @@ def local_search(
     graph, topology, config = resolve(graph, topology, config, "local_search")
     seed = check_seed(seed, "local_search")
     _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
+    proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
     rng = np.random.default_rng(seed)
     start, order = _best_start(graph, topology, config, starts, seed)
     prio = queue_priorities(order, config)
     n, d = graph.n_ops, topology.n_devices
     bound = makespan_lower_bound(graph, topology, config)
     target = bound * (1 + BOUND_RTOL) if config.streams == 1 and not config.has_jitter else -np.inf
-    moves = _Moves(graph, d, block_max, rng)
+    moves = _Moves(graph, d, block_max, rng, proposal, float(proposal_share))
 
     current, cost = start.assignment.copy(), start.makespan
     best, best_cost = current.copy(), cost
@@ -162,6 +174,28 @@ def _check_options(
         raise ValueError(f"local_search: temperature must be a positive fraction of the makespan, got {temperature!r}")
 
 
+def _check_proposal(proposal: object, share: object, n: int, d: int) -> np.ndarray | None:
+    """The proposal as ``(n, d) float64`` (or None), after checking it and its share."""
+    if not (_is_number(share) and 0.0 <= share <= 1.0):
+        raise ValueError(f"local_search: proposal_share must be a number in [0, 1], got {share!r}")
+    if proposal is None:
+        return None
+    p = np.asarray(proposal, dtype=np.float64)
+    if p.shape != (n, d):
+        raise ValueError(f"local_search: proposal has shape {p.shape}; expected (n_ops, n_devices) = ({n}, {d}), "
+                         f"one weight per op and device")
+    if not np.all(np.isfinite(p)) or p.min(initial=0.0) < 0:
+        raise ValueError("local_search: proposal weights must be finite and >= 0")
+    return p
+
+
+def default_starts(graph: DataflowGraph, topology: Topology, config: SimConfig, seed: int = 0) -> list[Placement]:
+    """The start placements :func:`local_search` uses when given none: :func:`critical_path` (``seed``),
+    :func:`heft` and :func:`round_robin` (for callers that add their own starts to these)."""
+    return [critical_path(graph, topology, config, seed=seed), heft(graph, topology, config),
+            round_robin(graph, topology, config)]
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
@@ -175,8 +209,7 @@ def _best_start(
 ) -> tuple[Placement, np.ndarray]:
     """The best start placement (re-simulated under ``config``) and its order."""
     if starts is None:
-        candidates = [critical_path(graph, topology, config, seed=seed), heft(graph, topology, config),
-                      round_robin(graph, topology, config)]
+        candidates = default_starts(graph, topology, config, seed)
     elif len(starts) == 0:
         raise ValueError("local_search: starts is empty; give at least one placement or leave it None")
     else:
@@ -199,8 +232,13 @@ def _best_start(
 class _Moves:
     """Draws neighbours of an assignment (see the module docstring for the move kinds)."""
 
-    def __init__(self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator) -> None:
+    def __init__(
+        self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator,
+        proposal: np.ndarray | None = None, proposal_share: float = 0.0,
+    ) -> None:
         self.n, self.d, self.rng = graph.n_ops, n_devices, rng
+        self.proposal = proposal
+        self.proposal_share = proposal_share if proposal is not None else 0.0
         self.block_max = min(block_max, max(graph.n_ops, 2))
         self.pos = np.empty(graph.n_ops, dtype=np.int64)
         self.pos[topological_order(graph)] = np.arange(graph.n_ops)
@@ -217,6 +255,8 @@ class _Moves:
         rng, n, d = self.rng, self.n, self.d
         out = np.repeat(x[None, :], size, axis=0)
         kind = self.kinds[rng.integers(0, self.kinds.size, size)]
+        if self.proposal_share > 0:  # only then: the draws without a proposal stay as they were
+            kind = np.where(rng.random(size) < self.proposal_share, 4, kind)
         rows = np.arange(size)
         i, j = rng.integers(0, n, size), rng.integers(0, n, size)
         dev = rng.integers(0, d, size)
@@ -236,6 +276,17 @@ class _Moves:
             first = rng.integers(0, n, r.size)
             inside = (self.pos[None, :] >= first[:, None]) & (self.pos[None, :] < (first + length)[:, None])
             out[r] = np.where(inside, dev[r, None], out[r])
+        r = rows[kind == 4]  # proposal: op i to a device drawn from its proposal row, its own excluded
+        if r.size:
+            w = self.proposal[i[r]]  # (k, D), a copy
+            own = x[i[r]]
+            w[np.arange(r.size), own] = 0.0
+            empty = w.sum(1) <= 0
+            w[empty] = 1.0  # no weight elsewhere: uniform over the other devices
+            w[np.arange(r.size), own] = 0.0
+            cum = np.cumsum(w, axis=1)
+            u = rng.random(r.size) * cum[:, -1]
+            out[r, i[r]] = np.minimum((cum <= u[:, None]).sum(1), d - 1)
         return out
 
 
