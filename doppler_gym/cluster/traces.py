@@ -8,12 +8,19 @@
 - :func:`load` ``("gavel-msr")``: Gavel's synthetic Philly-like trace (533 jobs, MIT licence; see
   ``data/README.md``) with each job's iteration times taken from Gavel's measured solo throughputs
   on K80, P100 and V100 GPUs.
+- :func:`load` ``("pollux-workload-1")``: the Pollux/AdaptDL simulator's workload 1 (160 jobs over
+  8 hours: CIFAR-10, NCF, DeepSpeech2, BERT, YOLOv3, ImageNet; Apache-2.0, see ``data/README.md``)
+  with iterations and iteration times from Pollux's measured application traces
+  (:func:`pollux_iteration_time`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
+from functools import lru_cache
 from importlib import resources
 
 import numpy as np
@@ -21,7 +28,8 @@ import numpy as np
 from doppler_gym.cluster.interference import gavel_table
 from doppler_gym.cluster.types import Job, Trace
 
-_SHIPPED = {"gavel-msr": "data/gavel_msr_2869ce.csv"}
+_SHIPPED = {"gavel-msr": "data/gavel_msr_2869ce.csv", "pollux-workload-1": "data/pollux_workload-1.csv"}
+POLLUX_MAX_GPUS = 64  # Pollux's simulated cluster: 16 nodes x 4 GPUs
 
 
 def names() -> tuple[str, ...]:
@@ -73,12 +81,63 @@ def generate(n_jobs: int, *, seed: int, mean_interarrival: float = 60.0, median_
     return Trace(jobs, name=name or f"generated-{n_jobs}-seed{seed}")
 
 
+@lru_cache(maxsize=1)
+def pollux_applications() -> dict:
+    """The shipped Pollux application data (``data/pollux_applications.json``): per application,
+    ``max_epochs``, ``max_local_bsz``, ``step_time_1gpu`` {local batch: s} and ``iterations`` {batch: count}."""
+    text = resources.files("doppler_gym.cluster").joinpath("data/pollux_applications.json").read_text("utf-8")
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def pollux_iteration_time(application: str, batch_size: int, gpus: int) -> float:
+    """Iteration time [s] of a Pollux application at global ``batch_size`` on ``gpus`` data-parallel GPUs.
+
+    The local batch ``ceil(batch_size / gpus)`` is split into ``a`` accumulation steps of at most the
+    application's ``max_local_bsz`` (as Pollux does); each step takes the one-GPU step time Pollux
+    measured at that local batch, linearly interpolated between its measured batches (clamped at the
+    ends). Gradient synchronisation is not included (it is the part Pollux measured per placement;
+    an optimistic simplification for jobs on several GPUs).
+    """
+    app = pollux_applications()[application]
+    local = math.ceil(batch_size / gpus - 1e-8)
+    steps = math.ceil(local / app["max_local_bsz"] - 1e-8)
+    atomic = math.ceil(local / steps - 1e-8)
+    xs = sorted(int(k) for k in app["step_time_1gpu"])
+    ys = [app["step_time_1gpu"][str(x)] for x in xs]
+    return steps * float(np.interp(atomic, xs, ys))
+
+
+def _pollux_jobs(rows: list[dict[str, str]], checkpoint_every: int | None, checkpoint_cost: float) -> list[Job]:
+    apps = pollux_applications()
+    profiles: dict[tuple[str, int], tuple[dict[int, float], int]] = {}
+    jobs = []
+    for i, row in enumerate(rows):
+        app, bsz, reps = row["application"], int(row["batch_size"]), int(row["num_replicas"])
+        if (app, bsz) not in profiles:
+            smallest = min(int(k) for k in apps[app]["step_time_1gpu"])
+            top = max(1, min(POLLUX_MAX_GPUS, bsz // smallest))
+            profiles[app, bsz] = ({k: pollux_iteration_time(app, bsz, k) for k in range(1, top + 1)}, top)
+        profile, top = profiles[app, bsz]
+        jobs.append(Job(job_id=i, arrival=float(row["time"]), iterations=int(apps[app]["iterations"][str(bsz)]),
+                        gpus=reps, max_gpus=max(top, reps), workload=None, profile={"*": profile},
+                        checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost, job_type=app))
+    return jobs
+
+
 def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = None,
          checkpoint_cost: float = 0.0) -> Trace:
-    """A shipped trace by name (:func:`names`); ``limit`` keeps its first jobs."""
+    """A shipped trace by name (:func:`names`); ``limit`` keeps its first jobs.
+
+    ``pollux-workload-1`` jobs request Pollux's ``num_replicas`` GPUs and may use up to
+    ``max_gpus`` = min(64, batch size / the smallest measured local batch) (for elastic schedulers);
+    their profile covers every count up to it, on any GPU type (``"*"``: Pollux measured on T4s).
+    """
     if name not in _SHIPPED:
         raise ValueError(f"unknown trace {name!r}; shipped traces: {', '.join(names())}")
     text = resources.files("doppler_gym.cluster").joinpath(_SHIPPED[name]).read_text("utf-8")
+    if name.startswith("pollux"):
+        rows = list(csv.DictReader(io.StringIO(text)))[:limit]
+        return Trace(tuple(_pollux_jobs(rows, checkpoint_every, checkpoint_cost)), name=name)
     table = gavel_table()
     jobs = []
     for i, row in enumerate(csv.DictReader(io.StringIO(text))):

@@ -302,3 +302,26 @@ def test_allocations_are_checked_and_preemption_cost_is_paid():
     r = _drive(C.Trace(two), one, {0.0: {0: (0,)}, 4.0: {0: (1,), 1: (0,)}}, preemption_cost=3.0)
     np.testing.assert_allclose(r.jobs["completion"], [13.0, 14.0])
     assert r.jobs["held"][0] == pytest.approx(13.0)
+
+
+def test_pollux_workload_is_shipped_with_its_licence_and_iteration_times_by_hand():
+    trace = C.traces.load("pollux-workload-1")
+    assert "pollux-workload-1" in C.traces.names() and len(trace) == 160
+    first = trace.jobs[0]  # cifar10-0,107,cifar10,6,2048 in Pollux's simulator/workloads/workload-1.csv
+    assert (first.arrival, first.gpus, first.job_type, first.iterations) == (107.0, 6, "cifar10", 3178)
+    # local batch ceil(2048 / 6) = 342, between the measured one-GPU step times at 257 and 363
+    t = 0.18708271980285646 + (342 - 257) / (363 - 257) * (0.2595393657684326 - 0.18708271980285646)
+    assert first.profile["*"][6] == pytest.approx(t, rel=1e-12)
+    # bert at 384 on 12 GPUs: local 32 > max 12, so 3 accumulation steps of 11; yolov3 64 on 4: 2 steps of 8
+    assert C.traces.pollux_iteration_time("bert", 384, 12) == pytest.approx(3 * 0.8552833199501038)
+    assert C.traces.pollux_iteration_time("yolov3", 64, 4) == pytest.approx(2 * 0.3261484205722809)
+    assert [j.job_type for j in trace.jobs].count("ncf") == 68 and max(j.arrival for j in trace.jobs) == 27695.0
+    assert all(j.max_gpus >= j.gpus for j in trace.jobs) and first.max_gpus == 64  # 2048 / 32
+    assert len(C.traces.load("pollux-workload-1", limit=10)) == 10
+    from importlib import resources
+    data = resources.files("doppler_gym.cluster").joinpath("data")
+    assert "Apache License" in data.joinpath("ADAPTDL_LICENSE").read_text() and "Petuum" in data.joinpath(
+        "ADAPTDL_LICENSE").read_text()
+    r = C.run(trace, C.Cluster.uniform(16, 4, preset=None), "tiresias", seed=0)
+    assert np.isfinite(r.jobs["jct"]).all() and r.avg_jct < C.run(trace, C.Cluster.uniform(16, 4, preset=None),
+                                                                    "fifo", seed=0).avg_jct
