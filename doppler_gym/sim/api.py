@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels, memory
+from doppler_gym.sim import fixed_order, kernels, memory
 from doppler_gym.sim.assignment import MAX_IMPLICIT_DEVICES, as_device_ids, device_count
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.kernels import Meta
@@ -23,7 +23,7 @@ _DEFAULT_CONFIG = SimConfig()
 def simulate(
     graph: DataflowGraph,
     assignment: object,
-    topology: Topology | None = None,
+    topology: Topology | int | None = None,
     priorities: object | None = None,
     config: SimConfig = _DEFAULT_CONFIG,
 ) -> Trace:
@@ -32,15 +32,19 @@ def simulate(
     Args:
         graph: the dataflow graph.
         assignment: ``(n_ops,)`` integer device of each op, in ``[0, topology.n_devices)``.
-        topology: devices and links; ``None`` = ``Topology.uniform(max(assignment) + 1)``
+        topology: devices and links; ``None`` = ``Topology.uniform(max(assignment) + 1)``; a
+            device count ``k`` = ``Topology.uniform(k)`` (through the checked path: pass the
+            ``Topology`` itself in tight loops)
             (with ``cost_model="raw"`` only the device count matters).
         priorities: ``(n_ops,)`` float, lower runs first; used when
-            ``config.queue_order == "priority"`` (required then), ignored otherwise.
+            ``config.queue_order == "priority"`` (required then) or ``"fixed"`` (each device's
+            order; ``None`` = op id order), ignored otherwise.
         config: the runtime model; :meth:`SimConfig.reference` is the DOPPLER authors' simulator.
 
     Raises:
         ValueError: assignment of the wrong length or with non-integer or out-of-range devices,
-            priorities of the wrong shape, or no priorities under ``queue_order="priority"``.
+            priorities of the wrong shape, no priorities under ``queue_order="priority"``, or
+            a ``"fixed"`` order that deadlocks (the message names the blocked devices).
     """
     # Fast paths: a valid int32/int64 numpy assignment (what search loops pass). Everything
     # else, errors included, goes through the full checks below.
@@ -81,7 +85,7 @@ def simulate(
             if ok:
                 entry = _packed(graph, topology, topo_devices, config)
                 problem = entry.problem
-                if (config.queue_order != "priority" and not config.has_jitter and config.multicast == "p2p"
+                if (config.queue_order == "fifo" and not config.has_jitter and config.multicast == "p2p"
                         and config.memory == "off"):
                     if len(_FAST) >= 64:
                         _FAST.clear()
@@ -100,6 +104,7 @@ def simulate(
             f"use simulate_batch for a (B, n_ops) array"
         )
     assign = as_device_ids(graph, assignment, "assignment")
+    topology = _topology_arg(topology)
     topo_devices = device_count(topology, assign)
     problem = _packed(graph, topology, topo_devices, config).problem
     return _run_single(problem, graph, assign, topology, priorities, config)
@@ -112,11 +117,11 @@ def _run_single(
     """Simulate a checked ``(n,) int32`` assignment; returns a :class:`Trace` over one times buffer."""
     meta, floats, n = problem.meta, problem.floats, problem.n_ops
     teccl = config.multicast == "teccl"
-    if teccl or config.queue_order == "priority" or config.has_jitter:
+    if teccl or config.queue_order != "fifo" or config.has_jitter:
         floats = floats.copy()  # this call's rows replace the packed defaults
-        if config.queue_order == "priority":
+        if config.queue_order != "fifo":
             o = meta[Meta.PRIORITY_ROW]
-            floats[o : o + n] = _check_priorities(graph, priorities, config, n_rows=1)[0]
+            floats[o : o + n] = _queue_keys(graph, priorities, config, assign[None, :])[0]
         comp_factor, edge_factor = jitter_factors(graph, config, rows=1)
         if config.has_jitter:
             o = meta[Meta.COMP_FACTOR_ROW]
@@ -130,6 +135,8 @@ def _run_single(
             floats[o : o + graph.n_edges] = edge_factor[0]
     times = np.empty(problem.n_times, np.float64)
     makespan = kernels.run_packed(meta, problem.ints, floats, assign, times)
+    if makespan == fixed_order.DEADLOCK:
+        raise ValueError(fixed_order.deadlock_message(graph, assign, floats[meta[Meta.PRIORITY_ROW] :][:n]))
     trace = Trace.from_kernel_times(
         makespan, times, n, assign, problem.n_devices, problem.time_unit, problem.time_divisor
     )
@@ -177,7 +184,7 @@ def _packed(graph: DataflowGraph, topology: Topology | None, n_devices: int, con
 def simulate_batch(
     graph: DataflowGraph,
     assignments: object,
-    topology: Topology | None = None,
+    topology: Topology | int | None = None,
     priorities: object | None = None,
     config: SimConfig = _DEFAULT_CONFIG,
 ) -> np.ndarray:
@@ -206,9 +213,10 @@ def simulate_batch(
             f"use simulate() for a single assignment"
         )
     assign = as_device_ids(graph, arr, "assignments")
+    topology = _topology_arg(topology)
     topo_devices = device_count(topology, assign)
     problem = pack(graph, topology, topo_devices, config)
-    prio = _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
+    prio = _queue_keys(graph, priorities, config, assign)
     comp_factor, edge_factor = jitter_factors(graph, config, rows=assign.shape[0])
     if config.multicast == "teccl":  # per-row multicast times (jitter included) replace the factors
         edge_factor = _multicast_times(graph, assign, topology, topo_devices, config) * edge_factor
@@ -218,6 +226,9 @@ def simulate_batch(
     kernels.run_many(problem.meta, problem.ints, problem.floats, prio, comp_factor, edge_factor, assign, out)
     if threads is not None:
         _restore_torch_threads(threads)
+    if config.queue_order == "fixed" and np.any(out == fixed_order.DEADLOCK):
+        b = int(np.argmax(out == fixed_order.DEADLOCK))
+        raise ValueError(f"assignments[{b}]: " + fixed_order.deadlock_message(graph, assign[b], prio[b % len(prio)]))
     if config.memory == "enforce":  # a row that runs out of memory is infeasible: makespan inf
         memory.enforce_batch(graph, topology, problem, prio, comp_factor, edge_factor, assign, out)
     return out
@@ -232,6 +243,15 @@ def _multicast_times(
 
     topo = topology if topology is not None else _uniform(n_devices)
     return edge_times(graph, assign, timer_for(topo, config))
+
+
+def _topology_arg(topology: object) -> object:
+    """``Topology.uniform(k)`` for a device count ``k >= 1`` (one object per ``k``); anything else as is."""
+    if isinstance(topology, (int, np.integer)) and not isinstance(topology, bool):
+        if topology < 1:
+            raise ValueError(f"topology={int(topology)}: a device count must be >= 1")
+        return _uniform(int(topology))
+    return topology
 
 
 @lru_cache(maxsize=16)
@@ -273,9 +293,19 @@ def _check_config(config: object) -> None:
         )
 
 
+def _queue_keys(graph: DataflowGraph, priorities: object, config: SimConfig, assign: np.ndarray) -> np.ndarray:
+    """The kernels' priority rows for ``(B, n_ops)`` assignments: the checked priorities, or under
+    ``queue_order="fixed"`` each op's rank on its device (:func:`~doppler_gym.sim.fixed_order.device_ranks`)."""
+    if config.queue_order == "fixed":
+        if priorities is None:
+            priorities = np.arange(graph.n_ops, dtype=np.float64)  # the graph's op order
+        return fixed_order.device_ranks(_check_priorities(graph, priorities, config, assign.shape[0]), assign)
+    return _check_priorities(graph, priorities, config, n_rows=assign.shape[0])
+
+
 def _check_priorities(graph: DataflowGraph, priorities: object, config: SimConfig, n_rows: int) -> np.ndarray:
-    """``(1 or n_rows, n_ops) float64`` priorities (zeros, unused, unless in priority mode)."""
-    if config.queue_order != "priority":
+    """``(1 or n_rows, n_ops) float64`` priorities (zeros, unused, under ``queue_order="fifo"``)."""
+    if config.queue_order == "fifo":
         return _unused_priorities(graph)
     if priorities is None:
         raise ValueError(

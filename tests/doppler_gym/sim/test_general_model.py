@@ -768,7 +768,7 @@ BOUNDARY_CASES = {
         r"Topology.preset",
     ),
     "topology in batch wrong type": (
-        lambda: dg.simulate_batch(_G, [[0, 1, 1]], topology=2),
+        lambda: dg.simulate_batch(_G, [[0, 1, 1]], topology=2.0),  # a device count is an int (DESIGN: topology=4)
         TypeError,
         r"topology must be a Topology",
     ),
