@@ -20,3 +20,11 @@ def ray_local():
         ray.init(num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def random_dag(rng):
+    """A new random DAG of 4..8 ops on 3 levels from ``rng`` (an env's ``graph`` callable). It lives
+    in this light module so that a Ray worker unpickling it imports doppler_gym only, not torch."""
+    import doppler_gym as dg
+
+    return dg.workloads.make("random", n_ops=int(rng.integers(4, 9)), levels=3, seed=int(rng.integers(2**31)))
