@@ -17,6 +17,8 @@ shared), :mod:`~.bandwidth` (max-min fair node and rack uplinks), :mod:`~.engine
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from doppler_gym.cluster import bandwidth, engine, placement, schedulers, traces
@@ -38,13 +40,13 @@ __all__ = [
 def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
         failures: FailureModel | None = None, interference: object | None = None,
         times: IterationTimes | None = None, checkpoints: str = "fixed",
-        preemption_cost: float = 0.0) -> ClusterResult:
+        preemption_cost: float = 0.0, placement: str | Callable | None = None) -> ClusterResult:
     """Simulate ``trace`` on ``cluster`` under ``scheduler``; returns a :class:`ClusterResult`.
 
     Args:
         trace: a :class:`Trace`, or a shipped trace name (``traces.names()``).
         cluster: the :class:`Cluster`.
-        scheduler: a name (``schedulers.names()``: fifo, srtf, las, tiresias, gandiva) or a
+        scheduler: a name (``schedulers.names()``: fifo, srtf, las, tiresias, gandiva, elastic) or a
             :class:`Scheduler` instance (for options, e.g. ``schedulers.LAS(round_s=300)``).
         seed: seeds the failure process (same seed, same result).
         failures: the :class:`FailureModel` (default: none).
@@ -55,7 +57,10 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
             ``"young"`` (Young's interval ``sqrt(2 C M)`` for the job's cost ``C`` and the MTBF ``M``
             of its GPU set, rounded to whole iterations at its first start; as fixed without failures).
         preemption_cost: checkpoint-restore time [s] a job pays (holding its GPUs, no progress) each
-            time it starts again after a preemption or a migration (default 0: free preemption).
+            time it starts again after a preemption, a migration or an elastic resize (default 0).
+        placement: how a graph job's operations are placed on its GPUs (a ``doppler_gym.baselines``
+            name or a callable ``(graph, topology) -> assignment``; default ``"critical_path"``); see
+            :class:`IterationTimes`. Give it there instead when passing ``times``.
 
     Raises:
         ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
@@ -71,6 +76,10 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
         raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster, got {type(cluster).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if times is None:
+        times = IterationTimes(cluster, placement if placement is not None else "critical_path")
+    elif placement is not None:
+        raise ValueError("give placement to IterationTimes(cluster, placement) when passing times=")
     return simulate_cluster(trace, cluster, schedulers.make(scheduler), seed=int(seed),
                             failures=failures or FailureModel(), interference=interference, times=times,
                             checkpoints=checkpoints, preemption_cost=preemption_cost)

@@ -289,6 +289,23 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                        attained=attained, remaining=remaining, completion=completion, alloc=alloc,
                        occupants=occupants, speed=speed, restarting=status == _RESTARTING)
 
+    def grow(keep: list[int], size: dict[int, int], spare: int) -> None:
+        """Give ``spare`` GPUs one at a time to the admitted job with the largest t(k) / t(k + 1) > 1."""
+        def gain(i: int) -> float:
+            k = size[i]
+            if k >= min(jobs[i].max_gpus, n_gpus):
+                return 1.0
+            return times(jobs[i], gpu_type[0], k) / times(jobs[i], gpu_type[0], k + 1)
+        heap = [(-gain(i), pos, i) for pos, i in enumerate(keep)]
+        heapq.heapify(heap)
+        while spare > 0 and heap:
+            g, pos, i = heapq.heappop(heap)
+            if -g <= 1.0 + 1e-12:
+                break
+            size[i] += 1
+            spare -= 1
+            heapq.heappush(heap, (-gain(i), pos, i))
+
     def reschedule(order: list[int]) -> None:
         is_running = (status == _RUNNING).tolist()
         need = req.tolist()
@@ -298,13 +315,15 @@ def decisions(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int
                 if need[i] <= budget:
                     keep.append(i)
                     budget -= need[i]
-            keep_set = set(keep)
+            size = {i: need[i] for i in keep}
+            if scheduler.elastic:
+                grow(keep, size, budget)
             for i in order:
-                if is_running[i] and i not in keep_set:
+                if is_running[i] and (i not in size or len(alloc[i]) != size[i]):
                     preempt(i)
             for i in keep:
-                if not is_running[i]:
-                    start(i, pick_free(need[i]))
+                if status[i] != _RUNNING:
+                    start(i, pick_free(size[i]))
         else:
             left = []
             for i in order:

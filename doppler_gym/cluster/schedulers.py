@@ -11,12 +11,19 @@ A scheduler is a small object with
 - ``share``: if true, waiting jobs that do not fit on free GPUs may be packed onto GPUs that hold
   exactly one job (two jobs per GPU at most), at the speeds of the interference model;
 - ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] while some job
-  waits (for policies whose priorities change while jobs run, such as LAS).
+  waits (for policies whose priorities change while jobs run, such as LAS);
+- ``elastic`` (with ``preemptive``): after admitting the greedy prefix at the requested GPU counts,
+  the engine hands the spare GPUs out one at a time to the admitted job whose iteration time drops
+  most, relatively, with one more GPU (up to its ``max_gpus``; times on the first node's GPU type),
+  and resizes running jobs whose count changed (a resize restarts the job on new GPUs and pays the
+  run's ``preemption_cost``).
 
 Policies: ``fifo``; ``srtf`` (shortest remaining service, time x GPUs, first; durations known); ``las`` (2D
 least attained service: GPUs x time received, no duration knowledge); ``tiresias`` (2D-LAS
 discretised into queues by attained-service thresholds, FIFO within a queue; Gu et al., NSDI 2019);
-``gandiva`` (FIFO plus packing onto shared GPUs; Xiao et al., OSDI 2018).
+``gandiva`` (FIFO plus packing onto shared GPUs; Xiao et al., OSDI 2018); ``elastic`` (LAS order, spare
+GPUs to jobs up to their maximum by marginal speedup: an Optimus-style greedy, not Pollux's goodput
+optimisation).
 """
 
 from __future__ import annotations
@@ -74,6 +81,7 @@ class Scheduler(ABC):
     name = "base"
     preemptive = False
     share = False
+    elastic = False
     round_s: float | None = None
 
     @abstractmethod
@@ -151,7 +159,15 @@ class Gandiva(Scheduler):
         return list(view.active)
 
 
-_REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva)}
+class Elastic(LAS):
+    """LAS order (preemptive, rounds of ``round_s``); admitted jobs grow into the spare GPUs up to their
+    ``max_gpus``, one GPU at a time to the largest relative speedup (see the module docstring)."""
+
+    name = "elastic"
+    elastic = True
+
+
+_REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva, Elastic)}
 
 
 def names() -> tuple[str, ...]:
@@ -160,7 +176,8 @@ def names() -> tuple[str, ...]:
 
 
 def make(spec: str | Scheduler, **options: object) -> Scheduler:
-    """A scheduler by name (``"fifo"``, ``"srtf"``, ``"las"``, ``"tiresias"``, ``"gandiva"``) or as given."""
+    """A scheduler by name (``"fifo"``, ``"srtf"``, ``"las"``, ``"tiresias"``, ``"gandiva"``, ``"elastic"``)
+    or as given."""
     if isinstance(spec, Scheduler):
         return spec
     key = str(spec).strip().lower()

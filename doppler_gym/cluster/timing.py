@@ -1,20 +1,21 @@
 """A job's iteration time on an allocation: from its profile, or by simulating its graph (cached).
 
 For a graph workload on ``k`` GPUs of a node type, the graph is placed on a sub-topology of ``k``
-GPUs by the critical-path heuristic (:func:`doppler_gym.baselines.critical_path`) and timed with
-:func:`doppler_gym.simulate`; the makespan [s] is the iteration time. The sub-topology is the first
-``k`` devices of the node's preset, or, past one node, copies of the node joined by the cluster's
-inter-node links. Results are cached per (workload, parameters, GPU count, GPU type, preset).
+GPUs by the :class:`IterationTimes` object's ``placement`` (default the critical-path heuristic,
+:func:`doppler_gym.baselines.critical_path`; any baseline name, or a callable through which a policy
+plugs in) and timed with :func:`doppler_gym.simulate`; the makespan [s] is the iteration time. The
+sub-topology is the first ``k`` devices of the node's preset, or, past one node, copies of the node
+joined by the cluster's inter-node links. Results are cached per (workload, parameters, GPU count, GPU type, preset).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from doppler_gym import workloads
-from doppler_gym.baselines.critical_path import critical_path
+from doppler_gym import baselines, workloads
 from doppler_gym.cluster.types import Cluster, Job, Node
 from doppler_gym.sim.api import simulate
 from doppler_gym.topology.types import Topology
@@ -40,9 +41,23 @@ def sub_topology(node: Node, k: int, cluster: Cluster) -> Topology:
 
 
 class IterationTimes:
-    """Iteration time [s] of a job on ``k`` GPUs of a type, cached across jobs and runs of one object."""
+    """Iteration time [s] of a job on ``k`` GPUs of a type, cached across jobs and runs of one object.
 
-    def __init__(self, cluster: Cluster) -> None:
+    Args:
+        cluster: the cluster whose node presets and inter-node links the sub-topologies come from.
+        placement: how a graph job's operations are placed on its ``k`` GPUs: a baseline name
+            (``doppler_gym.baselines.names()``, run with its defaults) or a callable
+            ``(graph, topology) -> assignment`` (an ``(n_ops,)`` int array of device ids, or an object
+            with an ``assignment``), e.g. a trained policy wrapped by the caller (this module imports no agent).
+    """
+
+    def __init__(self, cluster: Cluster, placement: str | Callable = "critical_path") -> None:
+        if isinstance(placement, str):
+            baselines.get(placement)  # ValueError naming the known baselines
+        elif not callable(placement):
+            raise TypeError(f"placement must be a baseline name or a callable (graph, topology) -> assignment, "
+                            f"got {placement!r}")
+        self.placement = placement
         self.cluster = cluster
         self._nodes = {n.gpu_type: n for n in cluster.nodes}
         self._cache: dict[tuple, tuple[float, float]] = {}  # -> (iteration time [s], cross-node bytes [B])
@@ -73,13 +88,24 @@ class IterationTimes:
             return 0.0
         return self._graph(job, gpu_type, k)[1]
 
+    def _place(self, graph, topo: Topology) -> np.ndarray:
+        """The graph's assignment on ``topo`` by ``self.placement``, checked: ``(n_ops,)`` ids in [0, k)."""
+        out = (baselines.run(self.placement, graph, topo) if isinstance(self.placement, str)
+               else self.placement(graph, topo))
+        a = np.asarray(getattr(out, "assignment", out))
+        if a.shape != (graph.n_ops,) or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 \
+                or a.max() >= topo.n_devices:
+            raise ValueError(f"placement {self.placement!r} returned an assignment of shape {a.shape}, "
+                             f"dtype {a.dtype}; need ({graph.n_ops},) integer device ids in [0, {topo.n_devices})")
+        return a
+
     def _graph(self, job: Job, gpu_type: str, k: int) -> tuple[float, float]:
         node = self._nodes[gpu_type]
         key = (job.workload, tuple(sorted(job.workload_params.items())), k, gpu_type, node.preset)
         if key not in self._cache:
             graph = workloads.make(job.workload, **dict(job.workload_params))
             topo = sub_topology(node, k, self.cluster)
-            a = critical_path(graph, topo).assignment
+            a = self._place(graph, topo)
             per_node = min(node.gpus, Topology.preset(node.preset).n_devices if node.preset else node.gpus)
             tile = np.asarray(a) // per_node
             src, dst = np.asarray(graph.src), np.asarray(graph.dst)

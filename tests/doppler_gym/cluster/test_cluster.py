@@ -325,3 +325,51 @@ def test_pollux_workload_is_shipped_with_its_licence_and_iteration_times_by_hand
     r = C.run(trace, C.Cluster.uniform(16, 4, preset=None), "tiresias", seed=0)
     assert np.isfinite(r.jobs["jct"]).all() and r.avg_jct < C.run(trace, C.Cluster.uniform(16, 4, preset=None),
                                                                     "fifo", seed=0).avg_jct
+
+
+def test_elastic_scheduler_grows_and_shrinks_jobs_by_hand():
+    # A: 100 iterations, request 1 GPU, up to 4, t(k) = 4/k s. B: 30 iterations of 1 s on exactly 2 GPUs, at t=50.
+    prof = {"*": {1: 4.0, 2: 2.0, 3: 4 / 3, 4: 1.0}}
+    a = C.Job(0, 0.0, 100, gpus=1, max_gpus=4, workload=None, profile=prof)
+    b = C.Job(1, 50.0, 30, gpus=2, workload=None, profile={"*": {2: 1.0}})
+    node = C.Cluster((C.Node(4, "v100", None),))
+    r = C.run(C.Trace((a, b)), node, "elastic", seed=0)
+    # 0-50: A alone on 4 GPUs (50 iterations). At 50, LAS puts B (no service) first: B 2 GPUs, A 1 + the spare
+    # one (4/2 = 2x faster). 50-80: B runs its 30 s, A does 15 iterations at 2 s. At 80, A takes all 4:
+    # 35 iterations at 1 s -> 115.
+    np.testing.assert_allclose(r.jobs["completion"], [115.0, 80.0])
+    assert list(r.jobs["iter_time"]) == [1.0, 1.0]
+    fifo = C.run(C.Trace((a, b)), node, "fifo", seed=0)  # A on its 1 requested GPU: 400 s
+    np.testing.assert_allclose(fifo.jobs["completion"], [400.0, 80.0])
+    # each resize is a restart: with a 5 s restore, A pays it at 50 and at 80 (B's first start is no restart)
+    r = C.run(C.Trace((a, b)), node, "elastic", seed=0, preemption_cost=5.0)
+    # 50-55: A restores on 2 GPUs; 55-80: 12.5 iterations; 80-85 restore on 4; 37.5 iterations at 1 s -> 122.5
+    np.testing.assert_allclose(r.jobs["completion"], [122.5, 80.0])
+
+
+def test_placement_inside_a_jobs_allocation_by_name_or_callable():
+    job = C.Job(0, 0.0, 10, gpus=4, workload="ffnn", workload_params={"layers": 2})
+    cluster = _one_job_cluster()
+    base = dg.Topology.preset("v100x8-dgx1")
+    topo = dg.Topology(speed=base.speed[:4], memory=base.memory[:4], bandwidth=base.bandwidth[:4, :4],
+                       latency=base.latency[:4, :4])
+    graph = dg.workloads.make("ffnn", layers=2)
+    alone = dg.simulate(graph, np.zeros(graph.n_ops, dtype=np.int64), topology=topo).makespan
+    seen = []
+
+    def policy(g, t):  # a "policy": everything on its first GPU
+        seen.append(t.n_devices)
+        return np.zeros(g.n_ops, dtype=np.int64)
+
+    by_callable = C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement=policy)
+    by_name = C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement="single_device")
+    assert seen == [4] and by_callable.jobs["iter_time"][0] == pytest.approx(alone, rel=1e-12)
+    assert by_name.jobs["iter_time"][0] == pytest.approx(alone, rel=1e-12)
+    default = C.run(C.Trace((job,)), cluster, "fifo", seed=0)
+    assert default.jobs["iter_time"][0] < alone  # critical_path spreads the work over its 4 GPUs
+    with pytest.raises(ValueError, match="unknown baseline 'nope'"):
+        C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement="nope")
+    with pytest.raises(ValueError, match=r"need \(\d+,\) integer device ids in \[0, 4\)"):
+        C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement=lambda g, t: np.full(g.n_ops, 7))
+    with pytest.raises(TypeError, match="placement must be"):
+        C.IterationTimes(cluster, placement=3)
