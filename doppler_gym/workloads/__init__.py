@@ -4,10 +4,11 @@
 >>> g = workloads.make("ffnn", layers=4)          # a DataflowGraph
 >>> w = workloads.build("chainmm", n=64)          # a Workload: graph + input/output tiling
 >>> workloads.names()
-('chainmm', 'ffnn', 'llama-block', 'llama-layer', 'random')
+('chainmm', 'ffnn', 'llama-block', 'llama-layer', 'pipeline', 'random')
 
 Families (ops at the defaults): ``chainmm`` (108), ``ffnn`` (160), ``llama-block`` (156),
-``llama-layer`` (232), ``random`` (100). :func:`params` lists each family's parameters with their
+``llama-layer`` (232), ``pipeline`` (128: F and B of 4 stages x 16 microbatches; its
+``Workload`` carries a pipeline schedule), ``random`` (100). :func:`params` lists each family's parameters with their
 defaults; the generator docstrings give their units.
 """
 
@@ -17,7 +18,7 @@ import inspect
 from collections.abc import Callable
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.workloads import chainmm, ffnn, llama, random_dag
+from doppler_gym.workloads import chainmm, ffnn, llama, pipeline, random_dag
 from doppler_gym.workloads.torch_fx import from_torch
 from doppler_gym.workloads.workload import Workload
 
@@ -26,6 +27,7 @@ _FAMILIES: dict[str, Callable[..., Workload]] = {
     "ffnn": ffnn.build,
     "llama-block": llama.build_block,
     "llama-layer": llama.build_layer,
+    "pipeline": pipeline.build,
     "random": random_dag.build,
 }
 

@@ -32,6 +32,12 @@ class Workload:
             ``inputs[tensor][index]``.
         outputs: ``tensor -> (full_shape, ((op, index), ...))``: op ``op``'s output is
             ``tensor[index]``; the tiles cover the tensor exactly once.
+        assignment: ``(n_ops,) int64`` device of each op when the workload comes with a placement
+            (a pipeline's stage to device), else ``None``.
+        priorities: ``(n_ops,) float64`` queue priorities (lower first) that go with ``assignment``
+            (a pipeline schedule's order on each device), else ``None``.
+        config: the :class:`~doppler_gym.sim.config.SimConfig` to run ``assignment`` and
+            ``priorities`` with (e.g. ``queue_order="fixed"``), else ``None``.
     """
 
     graph: DataflowGraph
@@ -39,6 +45,9 @@ class Workload:
     constants: Mapping[str, np.ndarray] = field(default_factory=dict)
     bindings: Mapping[tuple[int, int], tuple[str, Index]] = field(default_factory=dict)
     outputs: Mapping[str, tuple[tuple[int, ...], tuple[tuple[int, Index], ...]]] = field(default_factory=dict)
+    assignment: np.ndarray | None = None
+    priorities: np.ndarray | None = None
+    config: object | None = None  # a SimConfig (sim sits above workloads: not imported here)
 
     def random_inputs(self, seed: int = 0, dtype: type | np.dtype = np.float64) -> dict[str, np.ndarray]:
         """Full input tensors: constants as given, the rest uniform in ``[-0.5, 0.5)``, drawn in

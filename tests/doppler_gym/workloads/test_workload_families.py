@@ -42,7 +42,7 @@ def test_defaults_are_paper_sized_and_deterministic(name):
 
 def test_op_counts_at_defaults():
     counts = {name: workloads.make(name).n_ops for name in workloads.names()}
-    assert counts == {"chainmm": 108, "ffnn": 160, "llama-block": 156, "llama-layer": 232, "random": 100}
+    assert counts == {"chainmm": 108, "ffnn": 160, "llama-block": 156, "llama-layer": 232, "pipeline": 128, "random": 100}
 
 
 @pytest.mark.parametrize("name", SPEC_FAMILIES)
@@ -170,7 +170,7 @@ def test_llama_layer_computes_attention_and_swiglu_mlp():
 
 # ------------------------------------------------------------------ registry and parameter errors
 def test_registry_lists_families_and_defaults():
-    assert workloads.names() == ("chainmm", "ffnn", "llama-block", "llama-layer", "random")
+    assert workloads.names() == ("chainmm", "ffnn", "llama-block", "llama-layer", "pipeline", "random")
     assert workloads.params("chainmm") == {"n": 12288, "k": 3, "blocks": 3, "batch": 1, "dtype": "float32",
                                           "optimizer": "adam"}
     assert "ffn_hidden" in workloads.params("llama-layer")
