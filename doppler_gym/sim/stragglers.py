@@ -225,7 +225,8 @@ class StragglerModel:
     system you study.
 
     Attributes:
-        device_rate: expected slowdowns per device per horizon (>= 0).
+        device_rate: expected slowdowns per device per horizon (>= 0), or one rate per device (a
+            tuple: some machines straggle more often than others).
         link_rate: expected slowdowns per direct link per horizon (>= 0).
         duration: ``(low, high)`` length as a fraction of the horizon, ``0 < low <= high``.
         factor: ``(low, high)`` fraction of speed kept, within ``(0, 1]``.
@@ -233,7 +234,7 @@ class StragglerModel:
             critical-path heuristic makespan; ``doppler whatif``: the nominal makespan).
     """
 
-    device_rate: float = 0.5
+    device_rate: float | tuple[float, ...] = 0.5
     link_rate: float = 0.0
     duration: tuple[float, float] = (0.1, 0.5)
     factor: tuple[float, float] = (0.2, 0.8)
@@ -242,9 +243,12 @@ class StragglerModel:
     def __post_init__(self) -> None:
         for label in ("device_rate", "link_rate"):
             v = getattr(self, label)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not 0 <= v < 1e6:
-                raise ValueError(f"StragglerModel.{label} is an expected count per horizon, >= 0, got {v!r}")
-            object.__setattr__(self, label, float(v))
+            many = label == "device_rate" and isinstance(v, (tuple, list, np.ndarray))
+            for x in (v if many else (v,)):
+                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not 0 <= x < 1e6:
+                    raise ValueError(f"StragglerModel.{label} is an expected count per horizon, >= 0"
+                                     f"{' (or one per device)' if label == 'device_rate' else ''}, got {v!r}")
+            object.__setattr__(self, label, tuple(float(x) for x in v) if many else float(v))
         duration = _pair(self.duration, "duration", 0.0, math.inf)
         if duration[0] <= 0:
             raise ValueError(f"StragglerModel.duration low must be > 0 (a fraction of the horizon), got {duration}")
@@ -285,11 +289,17 @@ class StragglerModel:
         else:
             n = topology.n_devices
             linked = topology.bandwidth > 0
+        if isinstance(self.device_rate, tuple) and len(self.device_rate) != n:
+            raise ValueError(f"StragglerModel.device_rate gives {len(self.device_rate)} rates but the topology has "
+                             f"{n} devices; give one per device, or one number for all")
         out: list[Straggler] = []
         resources = [("device", d) for d in range(n)]
         resources += [("link", (int(a), int(b))) for a, b in np.argwhere(linked)]
         for kind, index in resources:
-            rate = self.device_rate if kind == "device" else self.link_rate
+            if kind == "link":
+                rate = self.link_rate
+            else:
+                rate = self.device_rate[index] if isinstance(self.device_rate, tuple) else self.device_rate
             if rate == 0.0:
                 continue
             for _ in range(int(rng.poisson(rate))):
@@ -374,3 +384,31 @@ def whatif(
     trace = full.with_straggler_costs(nominal, cost)
     return WhatIf(stragglers=chosen, makespan=float(full.makespan), nominal_makespan=float(nominal), cost=cost,
                   method=method, trace=trace)
+
+
+# ---------------------------------------------------------------------------- per-episode stragglers
+def as_straggler_option(value: object, where: str = "stragglers") -> StragglerModel | tuple[Straggler, ...] | None:
+    """An env's ``stragglers`` option: ``None`` (none), a :class:`StragglerModel`, a dict of its fields,
+    or a fixed sequence of :class:`Straggler`; a clear error otherwise."""
+    if value is None or isinstance(value, StragglerModel):
+        return value
+    if isinstance(value, dict):
+        unknown = set(value) - set(StragglerModel.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{where}: unknown StragglerModel field(s) {sorted(unknown)}; valid: "
+                             f"{', '.join(StragglerModel.__dataclass_fields__)}")
+        return StragglerModel(**value)
+    return as_stragglers(value, where)
+
+
+def draw_stragglers(
+    option: StragglerModel | tuple[Straggler, ...] | None, topology: Topology, rng: np.random.Generator,
+    horizon: float,
+) -> tuple[Straggler, ...]:
+    """This episode's stragglers under ``option`` (:func:`as_straggler_option`): a model draws with ``rng``
+    over its horizon, else ``horizon`` [reported unit]; a fixed tuple is returned as is."""
+    if option is None:
+        return ()
+    if isinstance(option, StragglerModel):
+        return option.draw(topology, rng, horizon=horizon)
+    return option

@@ -318,3 +318,14 @@ def test_config_with_stragglers_is_hashable_and_a_list_becomes_a_tuple():
     a, b = dg.SimConfig(stragglers=s), dg.SimConfig(stragglers=tuple(s))
     assert a.stragglers == tuple(s) and hash(a) == hash(b) and a == b
     assert dg.SimConfig().stragglers == ()
+
+
+def test_random_model_per_device_rates():
+    model = StragglerModel(device_rate=(3.0, 0.0, 0.0), duration=(0.1, 0.1), factor=(0.5, 0.5))
+    drawn = [model.draw(3, seed, horizon=1.0) for seed in range(200)]
+    assert all(s.index == 0 for d in drawn for s in d)  # only device 0 ever straggles
+    assert np.mean([len(d) for d in drawn]) == pytest.approx(3.0, abs=0.3)
+    with pytest.raises(ValueError, match="one per device"):
+        model.draw(4, 0, horizon=1.0)
+    with pytest.raises(ValueError, match="device_rate"):
+        StragglerModel(device_rate=(1.0, -1.0))
