@@ -1,8 +1,11 @@
-"""Import a ``torch.nn.Module`` as a :class:`DataflowGraph` via ``torch.fx``.
+"""Import a ``torch.nn.Module`` as a :class:`DataflowGraph` via ``torch.export`` or ``torch.fx``.
 
-:func:`from_torch` traces the module with ``torch.fx.symbolic_trace``, runs ``ShapeProp`` on the
-example inputs, and makes one op per ``call_module`` / ``call_function`` / ``call_method`` node
-that produces a tensor (or a tuple of tensors), in graph order. Placeholders and ``get_attr`` nodes
+:func:`from_torch` captures the module with ``torch.export`` (:mod:`doppler_gym.workloads.torch_export`:
+ATen ops such as ``aten.linear``, ``aten.scaled_dot_product_attention``, ``aten.conv2d``, shapes from
+the exported graph), falling back to ``torch.fx.symbolic_trace`` plus ``ShapeProp`` on the example
+inputs (``capture="auto"``; ``"export"`` or ``"fx"`` forces one). Either way it makes one op per
+``call_module`` / ``call_function`` / ``call_method`` node that produces a tensor (or a tuple of
+tensors), in graph order. Placeholders and ``get_attr`` nodes
 become external operands (no op, no edge); the output node is dropped; nodes that produce no
 tensor (shape arithmetic such as ``x.shape[0] // h``) are static host-side values, not ops. An
 edge ``u -> v`` is added for every op node ``u`` among ``v``'s inputs.
@@ -11,8 +14,13 @@ Costs:
     ``out_bytes``: bytes of the node's output tensor(s) (elements x element size).
     ``flops``: an op with a spec gets the vocabulary's count (:mod:`doppler_gym.graph.ops`);
     otherwise ``linear``: ``2 * out * in_features``; ``matmul``/``mm``/``bmm``:
-    ``2 * out * k`` (``k`` the first operand's last dim); ``conv2d``: ``2 * out * (C_in / groups) *
-    kh * kw``; elementwise ops (:data:`PER_ELEMENT`): that many FLOPs per output element;
+    ``2 * out * k`` (``k`` the first operand's last dim); ``addmm``: the same plus nothing for the bias;
+    ``conv2d``/``convolution``: ``2 * out * (C_in / groups) * kh * kw``;
+    ``scaled_dot_product_attention`` with ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)``:
+    ``2 * N * L * S * (E + Ev)`` (``N`` the batch and head dims; its two matmuls, as
+    ``torch.utils.flop_counter`` counts it, the full ``L x S`` even when causal);
+    ``max_pool2d``/``avg_pool2d``: ``out * kh * kw``; ``adaptive_avg_pool2d``: the input's elements;
+    elementwise ops (:data:`PER_ELEMENT`): that many FLOPs per output element;
     view/shape ops and dropout (:data:`ZERO_FLOP`): 0; anything else: one FLOP per output element,
     with one warning listing those ops.
 
@@ -34,6 +42,7 @@ from typing import Any
 from doppler_gym.graph.ops import infer_output_shape, op_flops
 from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.workloads.torch_export import aten_name
 
 PER_ELEMENT = {
     "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1,
@@ -44,26 +53,36 @@ PER_ELEMENT = {
 
 ZERO_FLOP = frozenset(
     ("view", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze", "contiguous",
-     "expand", "getitem", "chunk", "split", "t", "dropout", "identity")
+     "expand", "getitem", "chunk", "split", "t", "dropout", "identity",
+     # ATen names of torch.export graphs
+     "select", "slice", "unflatten", "unsafe_view", "alias", "detach", "clone", "split_with_sizes", "narrow")
 )  # fmt: skip
 """Ops that only move or relabel data; they cost 0 FLOPs."""
 
 _MODULE_KEYS = {
     "Linear": "linear", "Conv2d": "conv2d", "ReLU": "relu", "SiLU": "silu", "GELU": "gelu",
     "Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax", "LayerNorm": "layer_norm",
-    "Dropout": "dropout", "Identity": "identity", "Flatten": "flatten",
+    "Dropout": "dropout", "Identity": "identity", "Flatten": "flatten", "MaxPool2d": "max_pool2d",
+    "AvgPool2d": "avg_pool2d", "AdaptiveAvgPool2d": "adaptive_avg_pool2d",
 }  # fmt: skip
-_ALIASES = {"truediv": "div", "iadd": "add", "imul": "mul", "mm": "matmul", "bmm": "matmul"}
+_ALIASES = {"truediv": "div", "iadd": "add", "imul": "mul", "mm": "matmul", "bmm": "matmul", "convolution": "conv2d"}
 _OP_NODES = ("call_module", "call_function", "call_method")
 
 
-def from_torch(module: Any, example_inputs: Any, name: str | None = None) -> DataflowGraph:
-    """Trace ``module`` on ``example_inputs`` into a dataflow graph (see the module docstring).
+CAPTURES = ("auto", "export", "fx")
+
+
+def from_torch(module: Any, example_inputs: Any, name: str | None = None, capture: str = "auto") -> DataflowGraph:
+    """Capture ``module`` on ``example_inputs`` into a dataflow graph (see the module docstring).
 
     Args:
-        module: a ``torch.nn.Module`` that ``torch.fx.symbolic_trace`` can trace.
+        module: a ``torch.nn.Module`` that ``torch.export`` or ``torch.fx.symbolic_trace`` can capture.
         example_inputs: a tensor, or a tuple/list of the positional arguments of ``forward``.
         name: graph name; default the module's class name.
+        capture: ``"auto"`` (``torch.export``, then ``torch.fx`` when export fails), ``"export"``
+            or ``"fx"``. The two name ops differently (fx: module paths and Python names such as
+            ``qkv`` or ``truediv``; export: ATen names such as ``linear`` or ``div``); kinds, FLOPs
+            and bytes agree where both capture a module.
 
     Returns:
         A graph with ``units="physical"``, node names as op names, op keys (``"linear"``,
@@ -72,8 +91,8 @@ def from_torch(module: Any, example_inputs: Any, name: str | None = None) -> Dat
     Raises:
         ImportError: torch is not installed.
         TypeError: ``module`` is not a ``torch.nn.Module``.
-        ValueError: tracing or shape propagation failed (the message says why and what to do),
-            or the traced graph has no ops.
+        ValueError: capture or shape propagation failed (the message says why and what to do;
+            under ``"auto"`` both captures' reasons), an unknown ``capture``, or no ops.
     """
     try:
         import torch
@@ -83,7 +102,20 @@ def from_torch(module: Any, example_inputs: Any, name: str | None = None) -> Dat
         raise ImportError(f"from_torch needs PyTorch ({exc}); install it with `pip install torch`") from None
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"from_torch: module must be a torch.nn.Module, got {type(module).__name__}")
+    if capture not in CAPTURES:
+        raise ValueError(f"from_torch: capture must be one of {CAPTURES}, got {capture!r}")
     name = name or type(module).__name__
+    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    export_error = ""
+    if capture != "fx":
+        from doppler_gym.workloads.torch_export import export_graph_module
+
+        try:
+            return _to_graph(export_graph_module(module, args, name), name)
+        except ValueError as exc:
+            if capture == "export":
+                raise
+            export_error = f" ({exc}; then torch.fx was tried)"
     try:
         gm = symbolic_trace(module)
     except Exception as exc:
@@ -91,16 +123,15 @@ def from_torch(module: Any, example_inputs: Any, name: str | None = None) -> Dat
             f"from_torch: torch.fx could not trace {name}: {type(exc).__name__}: {exc}. Symbolic "
             f"tracing cannot follow control flow that depends on tensor values or calls it cannot "
             f"record; make that code static, wrap the helper with torch.fx.wrap, or import a "
-            f"traceable submodule instead"
+            f"traceable submodule instead{export_error}"
         ) from exc
-    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*args)
     except Exception as exc:
         raise ValueError(
             f"from_torch: running {name} on example_inputs failed: {type(exc).__name__}: {exc}; pass "
-            f"a tensor or a tuple of the positional arguments forward() accepts"
+            f"a tensor or a tuple of the positional arguments forward() accepts{export_error}"
         ) from exc
     return _to_graph(gm, name)
 
@@ -151,7 +182,10 @@ def _op_key(node: Any, gm: Any) -> str:
     if node.op == "call_module":
         cls = type(gm.get_submodule(node.target)).__name__
         return _MODULE_KEYS.get(cls, cls.lower())
-    raw = node.target if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+    if node.op == "call_method":
+        raw = node.target
+    else:  # an ATen overload of torch.export (aten.linear.default -> "linear"), or a Python callable
+        raw = aten_name(node.target) or getattr(node.target, "__name__", str(node.target))
     raw = raw.strip("_")
     return _ALIASES.get(raw, raw)
 
@@ -180,9 +214,24 @@ def _shape_flops(node: Any, key: str, gm: Any, out: int) -> float | None:
     if key == "linear":
         x = _shape(node.args[0])
         return None if not x else float(2 * out * x[-1])
-    if key == "matmul":
-        a = _shape(node.args[0])
+    if key in ("matmul", "addmm"):
+        a = _shape(node.args[1 if key == "addmm" else 0])  # addmm(bias, mat1, mat2)
         return None if not a else float(2 * out * a[-1])
+    if key in ("max_pool2d", "avg_pool2d"):  # (input, kernel_size, ...): one compare or add per window element
+        if node.op == "call_module":
+            kernel = gm.get_submodule(node.target).kernel_size
+        else:
+            kernel = node.args[1] if len(node.args) > 1 else node.kwargs.get("kernel_size")
+        kernel = (kernel, kernel) if isinstance(kernel, int) else kernel
+        return None if not kernel else float(out * math.prod(kernel))
+    if key == "adaptive_avg_pool2d":  # every input element is added once (sizes divisible by the output)
+        x = _shape(node.args[0])
+        return None if not x else float(math.prod(x))
+    if key == "scaled_dot_product_attention":
+        q, k, v = (_shape(a) for a in node.args[:3])
+        if not (q and k and v):
+            return None
+        return float(2 * math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1]))
     if key == "conv2d":
         if node.op == "call_module":
             weight = tuple(gm.get_submodule(node.target).weight.shape)
