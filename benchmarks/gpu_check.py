@@ -16,6 +16,11 @@ budget is spent):
    heuristic, random) with NVML sampling: median makespans, per-run spread, utilisation, power,
    energy, NVLink/PCIe traffic.
 5. Fidelity: Kendall tau and mean relative error of the calibrated simulation vs the measurements.
+6. torch.distributed (``envs_real.distributed``): with 2 or more GPUs, 2 NCCL ranks (one process
+   per GPU): outputs vs the single-device reference, dependencies, and point-to-point transfer
+   times fitted by the simulator's link model (``latency + bytes / bandwidth``). With fewer GPUs
+   NCCL is skipped (it cannot put two ranks on one GPU; the script says so) and the same code
+   path runs on 2 Gloo CPU processes. ``--dist skip`` skips the step.
 
 Works unchanged on one GPU (``--n-devices`` logical devices as stream groups on it, default 4) or
 several (one logical device per GPU by default). Without a GPU it runs the CPU path (worker
@@ -48,6 +53,7 @@ class Args:
         n_random: random placements besides the structured ones [count].
         budget_s: stop starting new steps after this much time [s].
         timeout_s: limit of one run [s].
+        dist: ``auto`` (step 6: NCCL on 2 GPUs, else Gloo) or ``skip``.
         json: optional path of a JSON report.
     """
 
@@ -59,6 +65,7 @@ class Args:
     n_random: int = 3
     budget_s: float = 270.0
     timeout_s: float = 60.0
+    dist: str = "auto"
     json: str = ""
 
 
@@ -152,7 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         monitor_interval_s=0.02,
     )
     t = time.perf_counter()
-    cal = envs_real.calibrate(graph, backend=be, n_devices=n_dev, reps=args.repeats)
+    try:
+        cal = envs_real.calibrate(graph, backend=be, n_devices=n_dev, reps=args.repeats)
+    except envs_real.WorkloadTooLarge as exc:  # a GPU-sized workload on the CPU path: say so, stop here
+        print(f"calibration refused: {exc}")
+        report["steps"]["calibration"] = {"refused": str(exc)}
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(report, indent=1, default=_json_default))
+        return 1
     fits = {
         k: {"latency_us": v["latency_s"] * 1e6, "bandwidth_GBps": v["bandwidth_Bps"] / 1e9}
         for k, v in cal.transfer_fits.items()
@@ -247,6 +262,17 @@ def main(argv: list[str] | None = None) -> int:
             "caveat": fid.caveat,
         }
         failures += sum(e is not None for e in fid.errors)
+    # 6. torch.distributed ---------------------------------------------------------------------
+    if args.dist == "skip":
+        print("distributed: skipped (--dist skip)")
+        report["steps"]["distributed"] = {"skipped": "--dist skip"}
+    elif left() < 60:
+        print(f"distributed: skipped (budget: {left():.0f} s left, the step needs about 60 s)")
+        report["steps"]["distributed"] = {"skipped": "time budget"}
+    else:
+        step = _distributed_check(n_gpu, args.timeout_s)
+        report["steps"]["distributed"] = step
+        failures += not step["ok"]
     total = time.perf_counter() - t_start
     report["total_s"] = total
     print(f"total {total:.1f} s; {'OK' if failures == 0 else f'{failures} failure(s)'}")
@@ -255,6 +281,65 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1, default=_json_default))
     be.close()
     return 0 if failures == 0 else 1
+
+
+def _distributed_check(n_gpu: int, timeout_s: float) -> dict:
+    """Step 6: NCCL ranks on two GPUs, else (saying why) Gloo ranks on CPU processes."""
+    import torch
+    from bench_real_dist import SIZES, fit, measure
+
+    import doppler_gym as dg
+    import envs_real
+    from envs_real.calibration import sample_placements
+    from envs_real.distributed import shutdown
+    from envs_real.materialize import reference_outputs
+
+    t0 = time.perf_counter()
+    if n_gpu >= 2:
+        spec, skipped = "nccl:0,1", None
+    else:
+        skipped = (
+            f"NCCL path skipped: it needs 2 GPUs and {n_gpu} is visible (NCCL cannot put two ranks on one "
+            f"GPU); checking the torch.distributed code path with 2 Gloo CPU processes instead"
+        )
+        spec = "gloo:2"
+        print(f"distributed: {skipped}")
+    step: dict = {"devices": spec, "skipped": skipped, "ok": True}
+    try:
+        w = dg.workloads.build("ffnn", batch=128, d_in=128, hidden=128, layers=2, blocks=2)
+        be = envs_real.RealBackend(spec, repeats=1, warmup=1, keep_outputs=True, workload=w, timeout_s=timeout_s)
+        topo = dg.Topology.uniform(2)
+        device = "cuda:0" if spec.startswith("nccl") else "cpu"
+        prev = torch.get_num_threads()
+        torch.set_num_threads(1)
+        ref = reference_outputs(be.materialized(w.graph), device)
+        torch.set_num_threads(prev)
+        worst, deps = 0.0, True
+        for name, a, prio in sample_placements(w.graph, topo, n_random=1)[1:]:
+            tr = be.execute(w.graph, topo, a, prio, dg.SimConfig(queue_order="priority"))
+            if tr.error is not None:
+                print(f"  {spec} {name}: FAILED {tr.error}")
+                step["ok"] = False
+                continue
+            diffs = [float((be.last_outputs[v] - ref[v].cpu()).abs().max()) for v in range(w.graph.n_ops)]
+            worst = max(worst, *diffs)
+            deps &= all(tr.start[v] >= tr.end[u] - 1e-9 for u, v in zip(w.graph.src, w.graph.dst))
+        step["ok"] &= deps and worst < 1e-3
+        step.update(max_abs_diff=worst, dependencies=deps, monitor=be.last_report.monitor.get("available"))
+        print(f"distributed {spec}: outputs {'ok' if worst < 1e-3 else 'WRONG'} (max |real - reference| = "
+              f"{worst:.2e}), dependencies {'ok' if deps else 'VIOLATED'}")
+        res = measure(spec, SIZES, reps=3, timeout_s=timeout_s)
+        f = fit(res)
+        step["transfers"] = {"sizes_B": res["sizes_B"], "delay_s": res["delay_s"], "transfer_s": res["transfer_s"],
+                             "latency_s": f["latency_s"], "bandwidth_Bps": f["bandwidth_Bps"], "r2": f["r2"]}
+        print(f"  p2p transfers: latency {f['latency_s'] * 1e6:.0f} us, bandwidth {f['bandwidth_Bps'] / 1e9:.3g} GB/s, "
+              f"R^2 {f['r2']:.3f} [{time.perf_counter() - t0:.1f} s]")
+    except Exception as exc:  # noqa: BLE001  report and go on
+        step["ok"], step["error"] = False, f"{type(exc).__name__}: {exc}"
+        print(f"distributed {spec}: FAILED {step['error']}")
+    finally:
+        shutdown()
+    return step
 
 
 def _nvml_line(mon: dict) -> str:

@@ -209,7 +209,7 @@ class RealBackend:
         on_error: str = "info",
         failure_makespan: float = float("inf"),
         op_timing: bool = False,
-        monitor: bool = False,
+        monitor: bool | str = "auto",
         monitor_interval_s: float = DEFAULT_INTERVAL_S,
         synthetic_scale: float | str = "auto",
         seed: int = 0,

@@ -20,6 +20,7 @@ import os
 import pickle
 import socket
 import sys
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +37,7 @@ from envs_real.distributed.protocol import (
     result_key,
 )
 
-JOB_WAIT_S = 0.5  # [s] a waiting worker checks its parent this often
+JOB_POLL_MAX_S = 0.02  # [s] longest pause between two looks for the next job
 KERNEL_CACHE = 4  # graphs whose kernels a rank keeps
 
 
@@ -105,16 +106,8 @@ def serve(
     k = 0
     while True:
         key = job_key(k, rank)
-        try:
-            store.wait([key], timedelta(seconds=JOB_WAIT_S))
-        except Exception:  # noqa: BLE001  a timeout (keep waiting) or the controller is gone
-            if parent_pid is not None and os.getppid() != parent_pid:
-                return 0
-            try:
-                store.check([key])
-            except Exception:  # noqa: BLE001  the store is gone: the controller exited
-                return 0
-            continue
+        if not _wait_for(store, key, parent_pid):
+            return 0  # the controller or the parent process is gone
         payload = store.get(key)
         store.delete_key(key)
         if payload == STOP:
@@ -149,6 +142,23 @@ def serve(
             sys.stderr.flush()
             os._exit(0)
         k += 1
+
+
+def _wait_for(store: Any, key: str, parent_pid: int | None) -> bool:
+    """Poll ``store`` for ``key`` (1 ms, backing off to :data:`JOB_POLL_MAX_S` while idle): True once
+    it is set, False when the store or the parent process is gone. (``TCPStore.wait`` with a short
+    timeout would log a warning at every timeout.)"""
+    delay = 1e-3
+    while True:
+        try:
+            if store.check([key]):
+                return True
+        except Exception:  # noqa: BLE001  the store is gone: the controller exited
+            return False
+        if parent_pid is not None and os.getppid() != parent_pid:
+            return False
+        time.sleep(delay)
+        delay = min(JOB_POLL_MAX_S, delay * 1.5)
 
 
 def spawned_main(control: str, rank: int, world: int, backend: str, parent_pid: int, pg_timeout_s: float) -> None:

@@ -116,3 +116,14 @@ def test_cpu_monitor_reports_unavailable_with_reason():
         mon = be.last_report.as_info()["monitor"]
         assert mon["available"] is False and "CPU devices" in mon["reason"]
     assert RealBackend("cpu:2").monitor is False  # "auto" samples NVML on GPUs only
+
+
+def test_gpu_backends_monitor_by_default_without_needing_a_gpu_to_decide():
+    from envs_real.devices import DeviceSet
+
+    gpu = DeviceSet("cuda", ("cuda:0", "cuda:1"), "cuda:0,1")  # as parse_devices builds it on a GPU host
+    assert RealBackend(gpu).monitor is True and RealBackend(gpu, monitor=False).monitor is False
+    nccl = DeviceSet("cuda", ("cuda:0", "cuda:1"), "nccl", dist="nccl")
+    assert RealBackend(nccl).monitor is True
+    with pytest.raises(ValueError, match="monitor"):
+        RealBackend("cpu:2", monitor="yes")
