@@ -6,7 +6,8 @@ agents and the real backend. It sits at the top of the core (below ``envs``, ``c
 ``baselines``), so each rule lives here once:
 
 - :func:`resolve_graph`: a :class:`DataflowGraph`, a paper graph name (``"paper/ffnn"``), a
-  workload name (``"ffnn"``, built with ``params``) or a ``.txt``/``.json`` path.
+  workload name (``"ffnn"``, built with ``params``, or ``"pipeline:stages=4,microbatches=8"`` with
+  them in the string) or a ``.txt``/``.json`` path.
 - :func:`resolve_topology`: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``) or a
   device count (``Topology.uniform(n)``).
 - :func:`default_config`: the runtime model a graph gets when none is given: the reference model
@@ -23,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 from collections.abc import Mapping
@@ -53,7 +55,9 @@ def resolve_graph(
 
     Args:
         spec: a :class:`DataflowGraph` (returned as is), a workload name (``"ffnn"``; see
-            ``doppler_gym.workloads.names()``), a paper graph name (``"paper/ffnn"``; see
+            ``doppler_gym.workloads.names()``), optionally with its parameters after a colon
+            (``"pipeline:stages=4,microbatches=8,unit_costs=True"``: Python literals, else
+            strings; ``true``/``false`` too), a paper graph name (``"paper/ffnn"``; see
             ``doppler_gym.paper_graph_names()``), or the path of a ``.txt`` (paper format) or
             ``.json`` graph file.
         params: keyword arguments of the workload generator (``{"layers": 4}``); only for
@@ -75,6 +79,13 @@ def resolve_graph(
             f"{where} must be a DataflowGraph, a graph or workload name (e.g. 'paper/ffnn', 'ffnn') or the "
             f"path of a .txt/.json graph file; got {type(spec).__name__}"
         )
+    if isinstance(spec, str) and spec.partition(":")[1] and spec.partition(":")[0] in workloads.names():
+        name, _, text = spec.partition(":")
+        inline = _inline_params(text, spec, where)
+        both = sorted(set(inline) & set(params or {}))
+        if both:
+            raise ValueError(f"{where}: {both} given both in {spec!r} and in params; give each once")
+        return workloads.make(name, **inline, **dict(params or {}))
     if isinstance(spec, str) and spec in workloads.names():
         return workloads.make(spec, **dict(params or {}))
     if params:
@@ -93,6 +104,22 @@ def resolve_graph(
         f"({', '.join(paper_graph_names())}) and not a workload name ({', '.join(workloads.names())}); "
         f"`doppler graph list` shows them"
     )
+
+
+def _inline_params(text: str, spec: str, where: str) -> dict[str, object]:
+    """``"stages=4,unit_costs=true"`` -> ``{"stages": 4, "unit_costs": True}`` (Python literals, else strings)."""
+    out: dict[str, object] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = (x.strip() for x in pair.partition("="))
+        if not sep or not key:
+            raise ValueError(f"{where}={spec!r}: expected NAME:KEY=VALUE,KEY=VALUE, e.g. 'pipeline:stages=4'; "
+                             f"got {pair!r}")
+        lowered = {"true": "True", "false": "False", "none": "None"}.get(value.lower(), value)
+        try:
+            out[key] = ast.literal_eval(lowered)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
 
 
 def resolve_topology(spec: object, where: str = "topology") -> Topology:
