@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e '.[dev,solvers]'
+	$(PY) -m pip install --quiet -e '.[dev,solvers,ray,rllib]'
 	touch $(STAMP)
 
 lint: install
