@@ -8,7 +8,8 @@ Each of ``microbatches`` microbatches ``j`` gets, per virtual stage ``c``:
 - ``B[c,j]`` (kind ``"backward"``): needs ``B[c+1,j]`` (the gradient of its output; for the last
   stage, ``F[L-1,j]``) and ``F[c,j]`` (its stashed activations, same device);
 - with ``split_backward``, ``B`` is the input gradient only and ``W[c,j]`` (kind ``"wgrad"``), the
-  weight gradient, needs ``B[c,j]`` (Zero Bubble's split; without it ``B`` computes both).
+  weight gradient, needs ``B[c,j]`` and ``F[c,j]`` (Zero Bubble's split: the stash is freed after
+  W; without the split ``B`` computes both).
 
 A pipeline schedule is a fixed order of these ops on each device. The :class:`Workload` carries it:
 ``assignment`` (virtual stage to device), ``priorities`` (a key whose order on each device is the
@@ -50,8 +51,8 @@ nothing; ``config`` uses the topology's speeds and links (seconds).
 
 Memory (:mod:`doppler_gym.sim.memory`, with ``SimConfig(memory=...)``): ``F[c,j]``'s output, the
 stage's boundary activation, stays on its device until ``B[c,j]`` ends, so a schedule's stash shows
-in the memory profile (only the boundary activation: the layers' inner activations are not
-modelled); ``F[c,0]`` holds the training state of the chunk's parameters as ``persistent_bytes``
+in the memory profile (with ``split_backward`` until ``W[c,j]`` ends; only the boundary
+activation: the layers' inner activations are not modelled); ``F[c,0]`` holds the training state of the chunk's parameters as ``persistent_bytes``
 (:func:`~doppler_gym.workloads.builder.parameter_bytes` per parameter; ``d + 4 d^2`` for attention
 and ``d + 3 d f`` for the MLP per layer). With ``unit_costs`` there is no memory at all.
 """
@@ -211,8 +212,9 @@ def _graph(n_virtual: int, m: int, split: bool, flops: dict[str, float], out_byt
             if c + 1 < n_virtual:
                 edges.append((op_id[("B", c + 1, j)], me))
             edges.append((op_id[("F", c, j)], me))
-        elif phase == "W":
+        elif phase == "W":  # after its B; it reads the stashed activations too (held until W ends)
             edges.append((op_id[("B", c, j)], me))
+            edges.append((op_id[("F", c, j)], me))
     src, dst = (np.array(col, dtype=np.int64) for col in zip(*edges)) if edges else ([], [])
     kinds = {"F": "forward", "B": "backward", "W": "wgrad"}
     graph = DataflowGraph(
