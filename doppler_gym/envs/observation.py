@@ -30,6 +30,10 @@ key                     shape       dtype    content
 ``selected_op``         (1,)        int64    the op being placed, -1 in SEL
 ``graph_id``            (1,)        int64    stable content hash of the graph, < 2**24
 ``action_mask``         (N + D,)    int8     1 where the action is valid (== ``action_masks()``)
+``device_memory``       (D, 3)      float32  only when the sim config tracks memory: persistent
+                                             bytes placed on each device / its memory, the
+                                             same with the selected op there, memory / largest
+                                             (:mod:`doppler_gym.envs.memory_obs`)
 ======================  ==========  =======  ==================================================
 
 Static arrays (``op_features``, ``edge_index``, ``edge_attr``, the counts, ``graph_id``) are built
@@ -47,6 +51,7 @@ import numpy as np
 from gymnasium import spaces
 
 from doppler_gym.envs.context import GRAPH_ID_MODULUS, N_OP_FEATURES, GraphContext
+from doppler_gym.envs.memory_obs import MEMORY_KEY, N_MEMORY_FEATURES
 
 OP_FEATURES = ("compute", "b_level", "t_level", "input_transfer", "output_transfer")
 OP_STATE = ("placed", "ready", "selected")
@@ -112,9 +117,12 @@ class ObservationBuilder:
         phase: ``(1,) int64`` 0 SEL, 1 PLC.
         selected_op: ``(1,) int64`` -1 in SEL.
         action_mask: ``(N + D,) int8``.
+        device_memory: ``(D, 3) float32`` with ``memory=True`` (:mod:`doppler_gym.envs.memory_obs`), else ``None``.
     """
 
-    def __init__(self, max_ops: int, max_edges: int, max_devices: int, copy: bool = True) -> None:
+    def __init__(
+        self, max_ops: int, max_edges: int, max_devices: int, copy: bool = True, memory: bool = False
+    ) -> None:
         self.max_ops, self.max_edges, self.max_devices = max_ops, max_edges, max_devices
         self.copy = bool(copy)
         n, d = max_ops, max_devices
@@ -126,6 +134,8 @@ class ObservationBuilder:
             "selected_op": _box(-1, n - 1, (1,), np.int64),
             "action_mask": _box(0, 1, (n + d,), np.int8),
         }
+        if memory:
+            dyn[MEMORY_KEY] = _box(0.0, np.inf, (d, N_MEMORY_FEATURES), np.float32)
         self.space = spaces.Dict({**static_spaces(max_ops, max_edges, max_devices), **dyn})
         self.op_state = np.zeros((n, len(OP_STATE)), np.float32)
         self.op_device = np.full(n, -1, np.int64)
@@ -133,6 +143,7 @@ class ObservationBuilder:
         self.phase = np.zeros(1, np.int64)
         self.selected_op = np.full(1, -1, np.int64)
         self.action_mask = np.zeros(n + d, np.int8)
+        self.device_memory = np.zeros((d, N_MEMORY_FEATURES), np.float32) if memory else None
         self._static: dict[str, np.ndarray] = {}
         self._static_ctx: GraphContext | None = None
 
@@ -159,6 +170,8 @@ class ObservationBuilder:
             obs["phase"] = self.phase.copy()
             obs["selected_op"] = self.selected_op.copy()
             obs["action_mask"] = self.action_mask.copy()
+            if self.device_memory is not None:
+                obs[MEMORY_KEY] = self.device_memory.copy()
             return obs
         obs = dict(self._static)
         obs["op_state"] = self.op_state
@@ -167,4 +180,6 @@ class ObservationBuilder:
         obs["phase"] = self.phase
         obs["selected_op"] = self.selected_op
         obs["action_mask"] = self.action_mask
+        if self.device_memory is not None:
+            obs[MEMORY_KEY] = self.device_memory
         return obs

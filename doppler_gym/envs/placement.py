@@ -12,6 +12,7 @@ from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
 from doppler_gym.envs.context import GraphContext, Instances, check_render_mode
+from doppler_gym.envs.memory_obs import MemoryFeatures, oom_info
 from doppler_gym.envs.observation import PLC, SEL, ObservationBuilder
 from doppler_gym.envs.rewards import Reward, make_reward
 from doppler_gym.graph.types import DataflowGraph
@@ -58,7 +59,10 @@ class PlacementEnv(gym.Env):
     graph by its compute-only critical path), dynamic op flags (placed, ready, selected) and
     devices, the edge list with transfer times, counts, the selected op's device features (PLC
     phase), ``phase``, ``selected_op``, ``graph_id`` and ``action_mask``. Observations are safe to
-    keep (``copy_obs=True``, the default).
+    keep (``copy_obs=True``, the default). When ``sim_config`` tracks memory
+    (``SimConfig(memory="track"/"enforce")``) a ``device_memory`` key adds each device's memory in
+    use (the persistent bytes placed on it so far, and with the selected op there) and capacity,
+    normalised (:mod:`doppler_gym.envs.memory_obs`).
 
     ## Rewards
 
@@ -67,7 +71,9 @@ class PlacementEnv(gym.Env):
     critical-path heuristic's simulated makespan on the same graph, topology and config (so about
     -1 for the heuristic, above -1 when better). ``"makespan"``, ``"improvement"`` and the
     potential-based ``"shaped"`` reward are the alternatives. Invalid actions get
-    ``invalid_penalty`` (default -0.01).
+    ``invalid_penalty`` (default -0.01). Under ``SimConfig(memory="enforce")`` a final placement
+    that runs out of memory on some device (:mod:`doppler_gym.sim.memory`) gets ``oom_penalty``
+    (default -1) added to its final reward.
 
     ## Starting State
 
@@ -79,8 +85,11 @@ class PlacementEnv(gym.Env):
     Terminates after ``2 * n_ops`` valid steps, when the last op is placed; ``info`` then holds
     ``makespan``, ``assignment`` (``(n_ops,) int64``), ``order`` (the SEL order, ``(n_ops,) int64``),
     ``reference_makespan``, ``lower_bound`` (:func:`~doppler_gym.sim.makespan_lower_bound`),
-    ``estimated_makespan``, ``backend`` (``"sim"``), ``graph_id``, ``graph_name`` and ``time_unit``;
-    every time is in the simulator's reported unit (``trace.time_unit``). Truncates after
+    ``estimated_makespan``, ``backend`` (``"sim"``), ``graph_id``, ``graph_name``, ``time_unit`` and
+    ``feasible`` (False when it ran out of memory under ``memory="enforce"``); when memory is
+    tracked also ``peak_memory`` (``(n_devices,)`` [B]) and ``oom`` (``None``, or the reason:
+    ``device``, ``time``, ``peak_bytes``, ``capacity_bytes``, ``excess_bytes``); every time is in
+    the simulator's reported unit (``trace.time_unit``). Truncates after
     ``max_invalid_streak`` consecutive invalid actions (penalize mode).
 
     ## Arguments
@@ -123,6 +132,8 @@ class PlacementEnv(gym.Env):
         - ``copy_obs``: return copies of the dynamic observation arrays (safe to keep); ``False``
           returns the live arrays (valid until the next step; SB3 vector envs copy them anyway).
         - ``render_mode``: ``None``, ``"ansi"`` or ``"rgb_array"``.
+        - ``oom_penalty``: added to the final reward when the placement runs out of memory under
+          ``SimConfig(memory="enforce")`` [same scale as the sparse reward].
         """
         params = inspect.signature(cls.__init__).parameters
         return {name: p.default for name, p in params.items() if name != "self"}
@@ -142,8 +153,13 @@ class PlacementEnv(gym.Env):
         backend: Backend | None = None,
         copy_obs: bool = True,
         render_mode: str | None = None,
+        oom_penalty: float = -1.0,
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
+        if not isinstance(oom_penalty, (int, float, np.floating)) or not np.isfinite(oom_penalty):
+            raise ValueError(f"oom_penalty must be a finite number (added to the final reward of a placement "
+                             f"that runs out of memory), got {oom_penalty!r}")
+        self.oom_penalty = float(oom_penalty)
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if not isinstance(invalid_penalty, (int, float, np.floating)) or not np.isfinite(invalid_penalty):
@@ -163,7 +179,9 @@ class PlacementEnv(gym.Env):
         self.max_devices = self._instances.max_devices
         n, d = self.max_ops, self.max_devices
         # the episode's observation arrays (the env writes them; callers read, e.g. to time the copies)
-        self.observation_builder = ObservationBuilder(n, self.max_edges, d, copy=copy_obs)
+        track_memory = sim_config is not None and sim_config.memory != "off"
+        self.observation_builder = ObservationBuilder(n, self.max_edges, d, copy=copy_obs, memory=track_memory)
+        self._memory = MemoryFeatures(self.observation_builder.device_memory) if track_memory else None
         self.observation_space = self.observation_builder.space
         self.action_space = spaces.Discrete(n + d)
         # episode state (set by reset)
@@ -222,6 +240,8 @@ class PlacementEnv(gym.Env):
             return self.observation_builder.observation(), float(reward), False, False, {}
         info = self._finish()
         reward = self.reward.final(before, info["makespan"], ref)
+        if not info["feasible"]:  # out of memory under SimConfig(memory="enforce")
+            reward += self.oom_penalty
         return self.observation_builder.observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:
@@ -328,6 +348,8 @@ class PlacementEnv(gym.Env):
         ob.set_context(ctx)
         ob.op_state[:, 1] = self._ready
         ob.action_mask[: self.max_ops] = self._ready
+        if self._memory is not None:
+            self._memory.reset(ctx.graph.persistent_bytes, ctx.topology.memory)
 
     def _select(self, v: int) -> None:
         ctx, ob = self._ctx, self.observation_builder
@@ -340,6 +362,8 @@ class PlacementEnv(gym.Env):
         d = ctx.n_devices
         ob.device_features[:d, :5] = feats * (1.0 / ctx.scale)
         ob.device_features[:d, 5:] = ctx.device_static
+        if self._memory is not None:
+            self._memory.select(v)
         mask = ob.action_mask
         mask[: self.max_ops] = 0
         mask[self.max_ops : self.max_ops + d] = 1
@@ -347,6 +371,8 @@ class PlacementEnv(gym.Env):
     def _place(self, d: int) -> None:
         ctx, ob, v = self._ctx, self.observation_builder, self._selected
         self._es.place(v, d, self._est)
+        if self._memory is not None:
+            self._memory.place(v, d)
         self._est_makespan = float(self._es.makespan) / ctx.time_divisor
         self._order[self._n_placed] = v
         self._n_placed += 1
@@ -387,6 +413,7 @@ class PlacementEnv(gym.Env):
             "graph_id": ctx.graph_id,
             "graph_name": ctx.graph.name,
             "time_unit": self.trace.time_unit,
+            **oom_info(self.trace),
         }
         return info
 
