@@ -99,7 +99,8 @@ def main() -> None:
     print("| schedule | makespan [ms] | peak memory per device [MiB] | fits the cap |")
     print("|---|---:|---|---|")
     for label, makespan, peak, ok in rows:
-        print(f"| {label} | {makespan * 1e3:.2f} | {' / '.join(f'{x / 2**20:.0f}' for x in peak)} | {'yes' if ok else 'no'} |")
+        peaks = " / ".join(f"{x / 2**20:.0f}" for x in peak)
+        print(f"| {label} | {makespan * 1e3:.2f} | {peaks} | {'yes' if ok else 'no'} |")
     w_moved = sum(1 for d, ops in enumerate(orders) for k, o in enumerate(ops) if device_orders(ref)[d][k] != o)
     print(f"\nsearched order: {w_moved} of {ref.graph.n_ops} positions differ from 1F1B's; per device:")
     for d, ops in enumerate(orders):

@@ -50,11 +50,13 @@ the ``(micro_batch, seq, d_model)`` activation or its gradient [B] to the next s
 nothing; ``config`` uses the topology's speeds and links (seconds).
 
 Memory (:mod:`doppler_gym.sim.memory`, with ``SimConfig(memory=...)``): ``F[c,j]``'s output, the
-stage's boundary activation, stays on its device until ``B[c,j]`` ends, so a schedule's stash shows
-in the memory profile (with ``split_backward`` until ``W[c,j]`` ends; only the boundary
-activation: the layers' inner activations are not modelled); ``F[c,0]`` holds the training state of the chunk's parameters as ``persistent_bytes``
-(:func:`~doppler_gym.workloads.builder.parameter_bytes` per parameter; ``d + 4 d^2`` for attention
-and ``d + 3 d f`` for the MLP per layer). With ``unit_costs`` there is no memory at all.
+stage's boundary activation, stays on its device until ``B[c,j]`` ends (with ``split_backward``
+until ``W[c,j]`` ends), so a schedule's stash shows in the memory profile; only the boundary
+activation: the layers' inner activations are not modelled. ``B[c,j]``'s output (the gradient sent
+back) stays until it is sent and, split, until ``W[c,j]`` ends. ``F[c,0]`` holds the training state
+of the chunk's parameters as ``persistent_bytes`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`
+per parameter; ``d + 4 d^2`` for attention and ``d + 3 d f`` for the MLP per layer). With
+``unit_costs`` there is no memory at all.
 """
 
 from __future__ import annotations

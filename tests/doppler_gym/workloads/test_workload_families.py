@@ -42,7 +42,8 @@ def test_defaults_are_paper_sized_and_deterministic(name):
 
 def test_op_counts_at_defaults():
     counts = {name: workloads.make(name).n_ops for name in workloads.names()}
-    assert counts == {"chainmm": 108, "ffnn": 160, "llama-block": 156, "llama-layer": 232, "pipeline": 128, "random": 100}
+    assert counts == {"chainmm": 108, "ffnn": 160, "llama-block": 156, "llama-layer": 232, "pipeline": 128,
+                      "random": 100}
 
 
 @pytest.mark.parametrize("name", SPEC_FAMILIES)
