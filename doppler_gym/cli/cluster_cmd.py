@@ -51,6 +51,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "(needs --mtbf-hours and --checkpoint-cost)")
     p.add_argument("--checkpoint-cost", type=float, default=0.0, metavar="SECONDS",
                    help="time one checkpoint takes [s] (default 0)")
+    p.add_argument("--preemption-cost", type=float, default=0.0, metavar="SECONDS",
+                   help="checkpoint-restore time a job pays after a preemption, migration or elastic resize [s] "
+                   "(default 0)")
+    p.add_argument("--node-uplink-gbps", type=float, metavar="G",
+                   help="capacity of each node's uplink [GB/s], shared max-min fairly by jobs spanning nodes "
+                   "(default: no contention)")
+    p.add_argument("--rack-size", type=int, metavar="NODES",
+                   help="nodes per rack (default: one rack); with --rack-uplink-gbps, jobs spanning racks share "
+                   "each rack's uplink max-min fairly")
+    p.add_argument("--rack-uplink-gbps", type=float, metavar="G",
+                   help="capacity of each rack's uplink to the core [GB/s] (default: no contention)")
     p.add_argument("--out", default="cluster-out", metavar="DIR",
                    help="where to write jobs.csv and utilisation.png (default cluster-out)")
     p.set_defaults(func=run)
@@ -75,8 +86,9 @@ def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
     return dc.traces.load(name, limit=n, checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost)
 
 
-def parse_cluster(spec: str) -> dc.Cluster:
-    """``[uniform:]NODESxGPUS[:TYPE]`` -> ``Cluster.uniform(NODES, GPUS, TYPE)`` (8-GPU V100 nodes: DGX-1)."""
+def parse_cluster(spec: str, **network: object) -> dc.Cluster:
+    """``[uniform:]NODESxGPUS[:TYPE]`` -> ``Cluster.uniform(NODES, GPUS, TYPE, **network)`` (8-GPU V100 nodes:
+    DGX-1); ``network``: ``Cluster`` fields such as ``rack_size`` or ``node_uplink_bandwidth``."""
     m = re.fullmatch(r"(?:uniform:)?(\d+)x(\d+)(?::(\w+))?", str(spec).strip().lower())
     if not m:
         raise ValueError(f"--cluster {spec!r}: use uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100")
@@ -86,7 +98,23 @@ def parse_cluster(spec: str) -> dc.Cluster:
     if gpu_type not in GPU_TYPES:
         raise ValueError(f"--cluster {spec!r}: unknown GPU type {gpu_type!r}; use one of {', '.join(GPU_TYPES)}")
     preset = "v100x8-dgx1" if (gpus, gpu_type) == (8, "v100") else None
-    return dc.Cluster.uniform(nodes, gpus, gpu_type, preset=preset)
+    return dc.Cluster.uniform(nodes, gpus, gpu_type, preset=preset, **network)
+
+
+def network_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """``Cluster`` keyword arguments from --node-uplink-gbps, --rack-size and --rack-uplink-gbps."""
+    out: dict[str, object] = {}
+    for flag, key in (("node_uplink_gbps", "node_uplink_bandwidth"), ("rack_uplink_gbps", "rack_uplink_bandwidth")):
+        value = getattr(args, flag)
+        if value is not None:
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"--{flag.replace('_', '-')} {value}: use a positive number of GB/s")
+            out[key] = value * 1e9
+    if args.rack_size is not None:
+        if args.rack_size < 1:
+            raise ValueError(f"--rack-size {args.rack_size}: use a number of nodes >= 1")
+        out["rack_size"] = args.rack_size
+    return out
 
 
 def failures_from_args(args: argparse.Namespace) -> dc.FailureModel:
@@ -110,12 +138,14 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint == "young" and (args.mtbf_hours is None or not args.checkpoint_cost > 0):
         raise ValueError("--checkpoint young needs --mtbf-hours and a --checkpoint-cost > 0 [s]")
     scheduler = dc.schedulers.make(args.scheduler)  # an unknown name fails here, before the trace is built
-    cluster = parse_cluster(args.cluster)
+    if not (args.preemption_cost >= 0 and math.isfinite(args.preemption_cost)):
+        raise ValueError(f"--preemption-cost {args.preemption_cost}: use a time >= 0 [s]")
+    cluster = parse_cluster(args.cluster, **network_from_args(args))
     failures = failures_from_args(args)
     trace = parse_trace(args.trace, seed=args.seed, checkpoint_every=args.checkpoint_every,
                         checkpoint_cost=args.checkpoint_cost)
     result = dc.run(trace, cluster, scheduler, seed=args.seed, failures=failures,
-                    checkpoints=args.checkpoint or "fixed")
+                    checkpoints=args.checkpoint or "fixed", preemption_cost=args.preemption_cost)
 
     print(f"trace         {trace.name}: {len(trace)} jobs")
     print(f"cluster       {cluster.name}: {cluster.n_gpus} GPUs in {len(cluster.nodes)} nodes")

@@ -55,6 +55,19 @@ def test_young_checkpoints_and_shipped_trace_prefix(capsys, tmp_path):
         assert len(list(csv.DictReader(f))) == 30
 
 
+def test_pollux_trace_elastic_scheduler_preemption_cost_and_racks(capsys, tmp_path):
+    code, out, err = run(capsys, "cluster", "--trace", "pollux-workload-1:60", "--cluster", "16x4", "--scheduler",
+                         "elastic", "--preemption-cost", "20", "--node-uplink-gbps", "10", "--rack-size", "4",
+                         "--rack-uplink-gbps", "20", "--out", str(tmp_path))
+    assert code == 0, err
+    cluster = dc.Cluster.uniform(16, 4, preset=None, node_uplink_bandwidth=10e9, rack_size=4,
+                                 rack_uplink_bandwidth=20e9)
+    ref = dc.run(dc.traces.load("pollux-workload-1", limit=60), cluster, "elastic", seed=0, preemption_cost=20.0)
+    assert metric(out, "average JCT") == f"{ref.avg_jct:,.1f}"
+    free = dc.run(dc.traces.load("pollux-workload-1", limit=60), cluster, "elastic", seed=0)
+    assert ref.avg_jct > free.avg_jct  # the restore cost reached the run
+
+
 @pytest.mark.parametrize(("argv", "needle"), [
     (("--trace", "philly"), "unknown trace"),
     (("--trace", "generated:0"), "positive number of jobs"),
@@ -69,6 +82,10 @@ def test_young_checkpoints_and_shipped_trace_prefix(capsys, tmp_path):
     (("--restart-delay", "-1"), "--restart-delay"),
     (("--checkpoint", "young"), "needs --mtbf-hours"),
     (("--cluster", "1x2", "--trace", "generated:40"), "GPUs"),  # a 16-GPU job on 2 GPUs
+    (("--preemption-cost", "-1"), "--preemption-cost"),
+    (("--rack-size", "0"), "--rack-size"),
+    (("--rack-uplink-gbps", "0"), "--rack-uplink-gbps"),
+    (("--node-uplink-gbps", "-3"), "--node-uplink-gbps"),
 ])
 def test_bad_input_is_one_error_line_with_exit_2(capsys, tmp_path, argv, needle):
     base = dict(zip(ARGS[::2], ARGS[1::2]))
