@@ -60,6 +60,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also decode this trained policy greedily (a `doppler train` checkpoint: DIR/checkpoint.pt, "
         "DIR/policy_<stage>.pt or DIR) and add its row",
     )
+    p.add_argument("--graphs", nargs="+", metavar="G",
+                   help="more graphs (names or files): evaluate the grid GRAPH and G... x --seeds, one task per "
+                   "(graph, seed) cell, and write DIR/eval_grid.json (local_search then runs --search-evals)")
+    p.add_argument("--seeds", metavar="S,S|LO..HI", help="seeds of the grid (default --seed)")
+    p.add_argument("--search-evals", type=int, default=20_000, metavar="N",
+                   help="local_search evaluations per grid cell (a count, so every machine finds the same; "
+                   "default 20000)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the grid's cells as Ray tasks: no ADDRESS = a Ray instance on this machine, auto = the "
+                   "cluster `ray start` joined, HOST:6379 = that head node (pip install 'doppler-gym[ray]')")
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
 
@@ -89,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.budget_seconds > 0:
         raise ValueError(f"--budget-seconds must be > 0, got {args.budget_seconds}")
+    if getattr(args, "graphs", None) or getattr(args, "seeds", None) or getattr(args, "ray", None):
+        return _run_grid(args)
     started = time.perf_counter()
     real_devices = _real_devices(args)
     g = common.graph_from_args(args)
@@ -186,6 +198,24 @@ def _real_devices(args: argparse.Namespace) -> str | None:
     if spec is not None:
         args.devices = devices.n_default
     return devices.spec
+
+
+def _run_grid(args: argparse.Namespace) -> int:
+    """The graphs x seeds grid (``--graphs``, ``--seeds``, ``--ray``): :mod:`agents.distributed.eval_grid`."""
+    from agents.distributed.eval_grid import run_grid
+
+    if args.policy:
+        raise ValueError("--policy decodes one graph; run it without --graphs/--seeds/--ray")
+    if args.search_evals < 1:
+        raise ValueError(f"--search-evals must be >= 1, got {args.search_evals}")
+    if args.ray is not None:
+        from doppler_gym.parallel import import_ray
+
+        try:
+            import_ray("--ray")
+        except ImportError as exc:  # one line and exit status 2, as every argument error
+            raise ValueError(str(exc)) from None
+    return run_grid(args)
 
 
 def policy_placement(checkpoint: str, graph: DataflowGraph, topology: Topology, config: SimConfig) -> Placement:
