@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from doppler_gym.envs.rewards import Reward, make_reward
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.stragglers import Straggler, as_straggler_option, draw_stragglers
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
@@ -134,6 +136,11 @@ class PlacementEnv(gym.Env):
         - ``render_mode``: ``None``, ``"ansi"`` or ``"rgb_array"``.
         - ``oom_penalty``: added to the final reward when the placement runs out of memory under
           ``SimConfig(memory="enforce")`` [same scale as the sparse reward].
+        - ``stragglers``: slowdowns the final run meets (:mod:`doppler_gym.sim.stragglers`; the
+          simulator only): ``None``; a ``StragglerModel`` (or a dict of its fields) drawn afresh at each
+          reset with the env's ``np_random`` over the model's horizon, else the instance's reference
+          makespan, so a policy learns placements robust in expectation (it never observes them); or a
+          fixed sequence of ``Straggler``. ``info["stragglers"]`` holds the episode's at its end.
         """
         params = inspect.signature(cls.__init__).parameters
         return {name: p.default for name, p in params.items() if name != "self"}
@@ -154,12 +161,15 @@ class PlacementEnv(gym.Env):
         copy_obs: bool = True,
         render_mode: str | None = None,
         oom_penalty: float = -1.0,
+        stragglers: object = None,
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
         if not isinstance(oom_penalty, (int, float, np.floating)) or not np.isfinite(oom_penalty):
             raise ValueError(f"oom_penalty must be a finite number (added to the final reward of a placement "
                              f"that runs out of memory), got {oom_penalty!r}")
         self.oom_penalty = float(oom_penalty)
+        self.stragglers = as_straggler_option(stragglers)
+        self._episode_stragglers: tuple[Straggler, ...] = ()
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if not isinstance(invalid_penalty, (int, float, np.floating)) or not np.isfinite(invalid_penalty):
@@ -209,6 +219,9 @@ class PlacementEnv(gym.Env):
         (same forms as the constructor's single-instance arguments)."""
         super().reset(seed=seed)
         self._start(self._instances.sample(self.np_random, options))
+        self._episode_stragglers = draw_stragglers(
+            self.stragglers, self._ctx.topology, self.np_random, self._ctx.reference_makespan
+        )
         graph = self._ctx.graph
         info = {
             "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
@@ -400,7 +413,8 @@ class PlacementEnv(gym.Env):
         order = self._order.copy()
         priorities = np.empty(n, np.float64)
         priorities[order] = np.arange(n, dtype=np.float64)
-        self.trace = self.backend.execute(ctx.graph, ctx.topology, assignment, priorities, ctx.config)
+        config = replace(ctx.config, stragglers=self._episode_stragglers) if self._episode_stragglers else ctx.config
+        self.trace = self.backend.execute(ctx.graph, ctx.topology, assignment, priorities, config)
         self._done = True
         info = {
             "makespan": float(self.trace.makespan),
@@ -414,6 +428,7 @@ class PlacementEnv(gym.Env):
             "graph_name": ctx.graph.name,
             "time_unit": self.trace.time_unit,
             **oom_info(self.trace),
+            "stragglers": self._episode_stragglers,
         }
         return info
 
