@@ -4,9 +4,12 @@ from doppler_gym.sim import kernels
 from doppler_gym.sim.api import simulate, simulate_batch
 from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.stragglers import Straggler, StragglerModel, whatif
 from doppler_gym.sim.trace import Trace
 
-__all__ = ["SimConfig", "Trace", "makespan_lower_bound", "simulate", "simulate_batch"]
+__all__ = [
+    "SimConfig", "Straggler", "StragglerModel", "Trace", "makespan_lower_bound", "simulate", "simulate_batch", "whatif",
+]
 
 # Once per process, before any kernel runs: drop machine code that Numba cached from an older list_kernel.py.
 kernels.refresh_stale_cache()
