@@ -30,6 +30,7 @@ from torch import nn
 
 from agents.gnn import N_OP_INPUTS, GraphEncoder, PackedGraphs, pack_graphs
 from agents.paths import PathIndex, path_sums
+from agents.structure import N_STRUCTURE, structure_from_observation
 
 STATIC_INPUTS = ("op_features", "edge_index", "edge_attr")  # what the static part is computed from
 DENSE_PATHS_MAX = 1024  # up to this max_ops, P @ H is a dense (batched) matmul; above, sparse sums
@@ -202,6 +203,11 @@ class StaticEncoder(nn.Module):
         path_cache_size: graphs whose path structure is kept (LRU) [count].
         id_features: width of the fixed random op-identity inputs (:func:`agents.gnn.op_id_features`;
             0 = none): they let the heads tell apart ops that costs and structure make identical.
+        structure: append the :data:`~agents.structure.N_STRUCTURE` structural features of
+            :mod:`agents.structure` (hop depth/height/level, t-/b-level over the critical path,
+            slack, critical-path membership, degrees, level width, compute share, random-walk
+            return probability) to the GNN inputs and the projection's skip input; computed in
+            numpy once per graph and cached with the path structure.
 
     Shapes (:meth:`forward`): a dict of batched padded observation tensors in, a
     :class:`StaticBatch` out.
@@ -215,12 +221,14 @@ class StaticEncoder(nn.Module):
         cache_size: int = 64,
         path_cache_size: int = 4096,
         id_features: int = 0,
+        structure: bool = False,
     ) -> None:
         super().__init__()
         if id_features < 0:
             raise ValueError(f"StaticEncoder: id_features must be >= 0, got {id_features}")
         self.hidden_dim, self.proj_dim, self.id_features = hidden_dim, proj_dim, int(id_features)
-        in_dim = N_OP_INPUTS + self.id_features
+        self.structure = bool(structure)
+        in_dim = N_OP_INPUTS + self.id_features + (N_STRUCTURE if self.structure else 0)
         self.gnn = GraphEncoder(hidden_dim, n_layers, in_dim=in_dim)
         self.b_norm = nn.LayerNorm(hidden_dim)
         self.t_norm = nn.LayerNorm(hidden_dim)
@@ -231,7 +239,8 @@ class StaticEncoder(nn.Module):
         self._cache_token: tuple | None = None
         self._params: list[nn.Parameter] | None = None
         self._paths = VerifiedLRU(path_cache_size)  # key -> (PathIndex, dense [P_b; P_t] or None)
-        self.stats = {"graph_forwards": 0, "cache_hits": 0, "path_builds": 0}
+        self._structures = VerifiedLRU(path_cache_size)  # key -> (N, N_STRUCTURE) structural features
+        self.stats = {"graph_forwards": 0, "cache_hits": 0, "path_builds": 0, "structure_builds": 0}
 
     @property
     def emb_dim(self) -> int:
@@ -255,6 +264,7 @@ class StaticEncoder(nn.Module):
     def _apply(self, fn, *args, **kwargs):  # .to(), .cuda(), .float(): cached tensors would be stale
         self.clear_cache()
         self._paths.clear()
+        self._structures.clear()
         self._params = None
         return super()._apply(fn, *args, **kwargs)
 
@@ -289,6 +299,21 @@ class StaticEncoder(nn.Module):
             self._paths.put(key, inputs, value)
         return value  # type: ignore[return-value]
 
+    def structure_features(
+        self, key: tuple, inputs: tuple[torch.Tensor, ...], n_ops: int, n_edges: int
+    ) -> torch.Tensor:
+        """``(N, N_STRUCTURE) float32`` structural features of one graph (:mod:`agents.structure`),
+        padded to the observation's ``N`` (cached by key, checked against the inputs)."""
+        key, value = self._structures.lookup(key, inputs)
+        if value is None:
+            op_features, edge_index, _ = inputs
+            value = torch.from_numpy(structure_from_observation(
+                op_features.detach().cpu().numpy(), edge_index.detach().cpu().numpy(), n_ops, n_edges
+            )).to(op_features.device)
+            self.stats["structure_builds"] += 1
+            self._structures.put(key, inputs, value)
+        return value  # type: ignore[return-value]
+
     # ---------------------------------------------------------------- computation
     def path_context(
         self, obs: dict[str, torch.Tensor], rows: list[int], keys: list[tuple]
@@ -306,9 +331,15 @@ class StaticEncoder(nn.Module):
         n_ops = obs["n_ops"].index_select(0, rows_t).reshape(-1).round().long()
         n_edges = obs["n_edges"].index_select(0, rows_t).reshape(-1).round().long()
         k, n = feats.shape[0], feats.shape[1]
-        packed = pack_graphs(feats, eidx, eattr, n_ops, n_edges, self.id_features)
-        h = self.gnn(packed.x, packed.edge_index, packed.edge_attr)  # (K*N, h)
         n_list, e_list = n_ops.tolist(), n_edges.tolist()
+        extra = None
+        if self.structure:
+            extra = torch.stack([
+                self.structure_features(key, (feats[i], eidx[i], eattr[i]), n_list[i], e_list[i])
+                for i, key in enumerate(keys)
+            ])
+        packed = pack_graphs(feats, eidx, eattr, n_ops, n_edges, self.id_features, extra)
+        h = self.gnn(packed.x, packed.edge_index, packed.edge_attr)  # (K*N, h)
         paths = [
             self.path_index(key, (feats[i], eidx[i], eattr[i]), n_list[i], e_list[i])
             for i, key in enumerate(keys)

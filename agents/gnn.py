@@ -94,6 +94,7 @@ def pack_graphs(
     n_ops: torch.Tensor,
     n_edges: torch.Tensor,
     id_features: int = 0,
+    extra: torch.Tensor | None = None,
 ) -> PackedGraphs:
     """Pack ``K`` padded observations' static arrays into one bidirected graph (vectorised).
 
@@ -104,6 +105,8 @@ def pack_graphs(
         n_ops, n_edges: ``(K,)`` real sizes.
         id_features: width of the op-identity features (:func:`op_id_features`) appended to
             each op's inputs (0 = none): ``x`` is ``(K * N, N_OP_INPUTS + id_features)``.
+        extra: ``(K, N, F)`` more per-op inputs appended last (e.g. the structural features of
+            :mod:`agents.structure`; zeroed on padding rows), or None: ``x`` gets ``F`` more columns.
     """
     k, n, _ = op_features.shape
     e = edge_index.shape[-1]
@@ -113,6 +116,8 @@ def pack_graphs(
     if id_features:
         ids = torch.from_numpy(op_id_features(n, id_features)).to(device)
         x = torch.cat([x, ids.expand(k, n, id_features) * valid.unsqueeze(-1).to(x.dtype)], dim=-1)
+    if extra is not None:
+        x = torch.cat([x, extra.to(device=device, dtype=x.dtype) * valid.unsqueeze(-1).to(x.dtype)], dim=-1)
     x = x.reshape(k * n, -1)
     edge_valid = torch.arange(e, device=device).unsqueeze(0) < n_edges.view(-1, 1)  # (K, E)
     offset = (torch.arange(k, device=device) * n).view(k, 1, 1)

@@ -86,7 +86,8 @@ REQUIRED_KEYS = (
 N_DEV_INPUTS = 15  # 7 log1p device features, 5 z-scored dynamic ones, relative EST, op and load share
 N_SEL_INPUTS = 7  # 5 op features z-scored over the ready ops, frac placed, frac ready
 N_VALUE_SCALARS = 6
-DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64, "id_features": 0}
+DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64, "id_features": 0,
+            "structure_features": 0}
 LOGIT_CLIP = 10.0  # DopplerPolicy's default bound on the SEL and PLC scores
 _EPS = 1e-6
 
@@ -145,6 +146,8 @@ class DopplerExtractor(BaseFeaturesExtractor):
         cache_size: graphs kept in the embedding cache.
         id_features: width of the fixed random op-identity inputs of the GNN (0 = none; see
             :class:`~agents.embedding.StaticEncoder`).
+        structure_features: 1 = append the structural op features of :mod:`agents.structure` to
+            the GNN inputs (0 = none; see :class:`~agents.embedding.StaticEncoder`).
     """
 
     def __init__(
@@ -155,6 +158,7 @@ class DopplerExtractor(BaseFeaturesExtractor):
         head_dim: int = 64,
         cache_size: int = 64,
         id_features: int = 0,
+        structure_features: int = 0,
     ) -> None:
         if not isinstance(observation_space, spaces.Dict) or not set(REQUIRED_KEYS) <= set(
             observation_space.spaces
@@ -171,7 +175,8 @@ class DopplerExtractor(BaseFeaturesExtractor):
         super().__init__(observation_space, features_dim=3 * head_dim + N_VALUE_SCALARS)
         self.hidden_dim, self.n_layers, self.head_dim = int(hidden_dim), int(n_layers), int(head_dim)
         self.static = StaticEncoder(
-            hidden_dim, n_layers, proj_dim=4 * head_dim, cache_size=cache_size, id_features=id_features
+            hidden_dim, n_layers, proj_dim=4 * head_dim, cache_size=cache_size, id_features=id_features,
+            structure=bool(structure_features),
         )
         d = self.head_dim
         # slices of the projection table: SEL | PLC (selected op) | PLC (device sums) | value pool | comp, 1
@@ -353,6 +358,9 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         cache_size: graphs kept in the rollout embedding cache (default 64).
         id_features: width of fixed random op-identity inputs of the GNN (default 0 = none): with
             them the policy can give ops of identical costs and structure different devices.
+        structure_features: 1 (or True) = structural op inputs of the GNN (:mod:`agents.structure`:
+            depth, level, critical-path position, degrees, ...), which carry over to unseen graphs;
+            default 0 = none.
         ortho_init: orthogonal init (gain sqrt(2), logits 0.01, value 1) of the heads.
         logit_clip: scores are squashed to ``logit_clip * tanh(score / logit_clip)`` (Bello et al.,
             "Neural combinatorial optimization with reinforcement learning", 2016; Kool et al.,
@@ -383,6 +391,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         head_dim: int | None = None,
         cache_size: int | None = None,
         id_features: int | None = None,
+        structure_features: int | bool | None = None,
         ortho_init: bool = True,
         logit_clip: float | None = LOGIT_CLIP,
         plc_affinity: bool = False,
@@ -407,6 +416,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             "head_dim": head_dim,
             "cache_size": cache_size,
             "id_features": id_features,
+            "structure_features": structure_features,
         }
         kwargs.update({k: int(v) for k, v in given.items() if v is not None})
         if logit_clip is not None and not logit_clip > 0:

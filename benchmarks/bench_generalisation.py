@@ -33,11 +33,12 @@ FAST = {"progress": False, "tensorboard": False, "baselines": ("critical_path",)
         "checkpoint_minutes": 60.0}
 
 
-def train_mix(minutes: float, k: int, seed: int, out: Path) -> dict:
+def train_mix(minutes: float, k: int, seed: int, out: Path, recipe: str = "best", pool: int | None = 8) -> dict:
     from agents.training import TrainArgs, train
 
     args = TrainArgs(graph="mix", graph_mix=TRAIN_MIX, graph_eval=HELD_OUT, devices=4, stages=("il", "sim"),
-                     budget_minutes=minutes, seed=seed, out=str(out), sample_decodes=k, **FAST)
+                     budget_minutes=minutes, seed=seed, out=str(out), sample_decodes=k, recipe=recipe,
+                     mix_pool=pool, **FAST)
     s = train(args)
     st = s["stages"]
     return {"held_out": s["held_out"], "mean_ratio": s["held_out_mean_ratio_to_critical_path"],
@@ -45,13 +46,14 @@ def train_mix(minutes: float, k: int, seed: int, out: Path) -> dict:
             "seconds_per_episode": {n: d["seconds_per_episode"] for n, d in st.items()}}
 
 
-def finetune(spec_text: str, init: Path, episodes: int, k: int, seed: int, out: Path) -> dict:
+def finetune(spec_text: str, init: Path, episodes: int, k: int, seed: int, out: Path, recipe: str = "best") -> dict:
     from agents.training import TrainArgs, train
     from agents.training.graphs import GraphSpec
 
     spec = GraphSpec.parse(spec_text, "held-out")
     args = TrainArgs(graph=spec.name, graph_params=dict(spec.params), devices=4, stages=("sim",),
-                     sim_episodes=episodes, init=str(init), seed=seed, out=str(out), sample_decodes=k, **FAST)
+                     sim_episodes=episodes, init=str(init), seed=seed, out=str(out), sample_decodes=k, recipe=recipe,
+                     **FAST)
     t0 = time.perf_counter()
     s = train(args)
     return {"greedy": s["makespan"], "best_of_k": s["best_of_k"]["makespan"], "critical_path": s["critical_path"],
@@ -103,6 +105,10 @@ def main() -> None:
     p.add_argument("--finetune-episodes", type=int, default=16, help="sim episodes of fine-tuning per graph")
     p.add_argument("--k", type=int, default=32, help="sampled decodes of each policy")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recipe", choices=("best", "doppler"), default="best",
+                   help="training recipe (default best: search teacher per graph, structural inputs; doppler: the "
+                   "published critical-path teacher, as measured before 2026-12-01)")
+    p.add_argument("--pool", type=int, default=8, help="graphs per mix spec (the search targets are reused)")
     p.add_argument("--out", default="out/bench_generalisation")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")
     args = p.parse_args()
@@ -123,7 +129,7 @@ def main() -> None:
         return
     ckpt = out / "mix" / "checkpoint.pt"
     print(f"[{time.strftime('%H:%M:%S')}] training on the mix ...", flush=True)
-    results["mix"] = train_mix(args.minutes, args.k, args.seed, out / "mix")
+    results["mix"] = train_mix(args.minutes, args.k, args.seed, out / "mix", args.recipe, args.pool)
     save()
     print(f"[{time.strftime('%H:%M:%S')}] 8 devices ...", flush=True)
     results["devices8"] = on_devices(ckpt, 8, args.k, args.seed)
@@ -131,7 +137,8 @@ def main() -> None:
     results.setdefault("finetune", {})
     for i, spec in enumerate(HELD_OUT):
         print(f"[{time.strftime('%H:%M:%S')}] fine-tuning on {spec} ...", flush=True)
-        results["finetune"][spec] = finetune(spec, ckpt, args.finetune_episodes, args.k, args.seed, out / f"ft{i}")
+        results["finetune"][spec] = finetune(spec, ckpt, args.finetune_episodes, args.k, args.seed, out / f"ft{i}",
+                                               args.recipe)
         save()
     report(results)
 

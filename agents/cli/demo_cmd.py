@@ -1,13 +1,13 @@
 """``doppler demo``: the main job on the built-in default workload.
 
-It trains DOPPLER's dual SEL/PLC policy on ``paper/chainmm`` (4 devices, the authors' simulator)
-for :data:`DEFAULT_MINUTES` minutes on the CPU (imitation of the critical-path teacher, then
-MaskablePPO in the simulator), then prints the learned placement next to the baselines (critical
-path, HEFT, random, local search) and the lower bound, and writes the Gantt chart of the learned
-placement. It is ``doppler train`` with defaults: every ``train`` output lands in ``--out``
-(``summary.json``, ``gantt.png``, ``checkpoint.pt``, TensorBoard logs), and ``--resume`` continues
-an interrupted demo. ``--baselines-only`` skips training and runs ``doppler eval`` instead (the
-heuristics, METIS and a local search; seconds rather than minutes).
+It trains DOPPLER's dual SEL/PLC policy on ``paper/chainmm`` (4 devices, the authors' simulator) for
+:data:`DEFAULT_MINUTES` minutes on the CPU with ``doppler train``'s default recipe (imitation of a
+local-search placement, then a gentle MaskablePPO in the simulator), then prints the learned
+placement next to the baselines (critical path, HEFT, random, local search) and the lower bound, and
+writes the Gantt chart of the learned placement. It is ``doppler train`` with defaults: every
+``train`` output lands in ``--out`` (``summary.json``, ``gantt.png``, ``checkpoint.pt``, TensorBoard
+logs), and ``--resume`` continues an interrupted demo. ``--baselines-only`` skips training and runs
+``doppler eval`` instead (the heuristics, METIS and a local search; seconds rather than minutes).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo", help="the main job: train a placement policy on the default paper graph",
         description=f"Train DOPPLER's SEL/PLC policy on {DEFAULT_GRAPH} (4 devices, the authors' simulator) for "
-        f"{DEFAULT_MINUTES:g} minutes (imitation of the critical-path teacher, then PPO in the simulator), "
+        f"{DEFAULT_MINUTES:g} minutes with doppler train's default recipe (imitation of a local-search placement, "
+        "then PPO in the simulator), "
         "print the learned placement against the baselines and the lower bound, and write DIR/summary.json "
         "and DIR/gantt.png. --baselines-only runs the baselines and a local search instead (DIR/eval.json, "
         "DIR/gantt_best.png).",

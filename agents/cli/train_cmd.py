@@ -1,4 +1,4 @@
-"""``doppler train GRAPH``: DOPPLER's three training stages (imitation, simulator RL, real RL) on one graph.
+"""``doppler train GRAPH``: the three training stages (imitation, simulator RL, real RL) on one graph or a mix.
 
 A thin front end of :mod:`agents.training` (imported when the command runs, so ``doppler`` itself
 stays free of torch): it builds a :class:`~agents.training.TrainArgs` from the flags, trains, and
@@ -21,13 +21,20 @@ from doppler_gym.cli import common
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train", help="train a placement policy (imitation, simulator RL, real-system RL)",
-        description="Train DOPPLER's dual SEL/PLC policy on one graph: il = imitation of the critical-path "
-        "teacher (DAgger), sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. Writes "
+        description="Train DOPPLER's dual SEL/PLC policy on one graph or a mix (GRAPH = mix): il = imitation "
+        "(DAgger) of a teacher, sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. The default "
+        "recipe (--recipe best) imitates a local-search placement of each graph with op-identity and structural "
+        "inputs, then runs a gentle PPO; --recipe doppler is the published recipe (critical-path teacher). Writes "
         "DIR/checkpoint.pt (resumable), DIR/policy_<stage>.pt, DIR/metrics.jsonl, DIR/tb/ (TensorBoard), "
         "DIR/summary.json and DIR/gantt.png, and prints the learned placement against the baselines.",
     )
     common.add_graph_argument(p)
     common.add_topology_arguments(p)
+    p.add_argument("--recipe", choices=("best", "doppler"), default="best",
+                   help="defaults of the teacher, policy inputs and RL settings: best (default: the best measured "
+                   "recipe: a local-search teacher per graph, op-identity and structural GNN inputs, PLC affinity, "
+                   "gentle PPO) or doppler (the published recipe: critical-path teacher, rl_lr 1e-3); explicit "
+                   "flags win")
     p.add_argument("--learn", choices=("both", "sel", "plc"), default="both",
                    help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
                    "plc (the teacher selects): the paper's ablations")
@@ -38,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--graph-eval", nargs="+", default=[], metavar="SPEC",
                    help="held-out graph specs (fixed values) decoded at the end, against critical path "
                    "(summary.json held_out); with GRAPH = mix the first is the main graph")
+    p.add_argument("--topology-mix", nargs="+", default=[], metavar="TOPO",
+                   help="with GRAPH = mix: topologies drawn per training episode, device counts or presets "
+                   "(e.g. 2 4 8 p100x4)")
+    p.add_argument("--mix-pool", type=int, metavar="N",
+                   help="with GRAPH = mix: draw from a fixed pool of N graphs per spec (the search teacher's "
+                   "targets are then reused; default a fresh graph per draw)")
     p.add_argument("--max-ops", type=int, metavar="N",
                    help="observation padding for GRAPH = mix (default 1.25 x the largest sampled graph)")
     p.add_argument("--stages", default="il,sim", metavar="S,S",
@@ -56,13 +69,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="continue from DIR/checkpoint.pt (counters, optimizer, RNG, imitation buffer)")
     p.add_argument("--algo", choices=("ppo", "reinforce"), default="ppo",
                    help="RL algorithm of the sim and real stages (default ppo: MaskablePPO)")
-    p.add_argument("--il-teacher", choices=("critical_path", "search"), default="critical_path",
-                   help="whom imitation copies: the critical-path heuristic (DOPPLER, default) or a local-search "
-                   "placement of GRAPH (one graph only; see agents.training.teacher)")
+    p.add_argument("--il-teacher", choices=("critical_path", "search"),
+                   help="whom imitation copies: the critical-path heuristic (DOPPLER) or a local-search placement "
+                   "of each graph (cached per graph on a mix; see agents.training.teacher); default: the recipe's "
+                   "(best: search; doppler or --learn sel|plc: critical_path)")
     p.add_argument("--policy", default="auto", metavar="CLASS",
                    help="auto (agents.policy.DopplerPolicy when available, else MultiInputPolicy), "
                    "MultiInputPolicy, DopplerPolicy or module:Class")
-    p.add_argument("--policy-kwargs", default="{}", metavar="JSON", help="keyword arguments of the policy class")
+    p.add_argument("--policy-kwargs", metavar="JSON",
+                   help="keyword arguments of the policy class (default: the recipe's; best: "
+                   '\'{"id_features": 16, "plc_affinity": true, "structure_features": 1}\', doppler: {})')
     p.add_argument("--real-env", default="Doppler-Real-v0", metavar="ID",
                    help="env id of the real stage (default Doppler-Real-v0)")
     p.add_argument("--real-env-kwargs", default="{}", metavar="JSON",
@@ -134,17 +150,21 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
         "graph": args.graph, "graph_params": common.parse_params(args.param), "devices": args.devices,
         "topology": args.topology, "sim_config": None if config is None else dataclasses.asdict(config),
         "learn": args.learn, "graph_mix": tuple(args.graph_mix), "graph_eval": tuple(args.graph_eval),
-        "max_ops": args.max_ops,
+        "max_ops": args.max_ops, "recipe": args.recipe, "topology_mix": tuple(args.topology_mix),
+        "mix_pool": args.mix_pool,
         "stages": tuple(s.strip() for s in args.stages.split(",") if s.strip()), "out": args.out, "seed": args.seed,
         "budget_minutes": args.budget_minutes, "il_episodes": episodes.get("il"), "sim_episodes": episodes.get("sim"),
         "real_episodes": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
-        "il_teacher": args.il_teacher,
-        "policy": args.policy, "policy_kwargs": _json_arg("--policy-kwargs", args.policy_kwargs),
+        "policy": args.policy,
         "real_env_id": args.real_env, "real_env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
         "sample_decodes": args.sample_decodes, "baseline_seconds": args.baseline_seconds,
         "checkpoint_minutes": args.checkpoint_minutes, "device": args.device, "tensorboard": not args.no_tensorboard,
         "progress": not args.no_progress,
     }
+    if args.il_teacher is not None:  # else the recipe's
+        fields["il_teacher"] = args.il_teacher
+    if args.policy_kwargs is not None:
+        fields["policy_kwargs"] = _json_arg("--policy-kwargs", args.policy_kwargs)
     known = {f.name: f for f in dataclasses.fields(TrainArgs)}
     for pair in args.set:
         key, sep, text = pair.partition("=")
@@ -205,6 +225,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         found = summary["best_found"]
         rows.append((f"best placement found in training ({found['stage']}, episode {found['episode']})",
                      found["makespan"]))
+    if summary.get("il_teacher_targets"):
+        t = summary["il_teacher_targets"]
+        console.print(f"search teacher: {t['targets']} graph targets kept, {t['misses']} searches "
+                      f"({t['seconds']:.0f} s), {t['hits']} cache hits")
     if summary.get("il_teacher"):
         teacher = summary["il_teacher"]
         rows.append((f"imitation teacher (local search, {teacher['evals']} evaluations)", teacher["makespan"]))
@@ -226,3 +250,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(held)
     stages = ", ".join(f"{s}: {d['episodes']} episodes in {d['seconds']:.0f} s" for s, d in summary["stages"].items())
     console.print(f"stages: {stages}")
+    rep = summary.get("reported")
+    if rep:
+        labels = {"greedy": "the final policy's greedy decode", "best_of_k": "the final policy's best sampled decode",
+                  "best_checkpoint": "the best checkpoint's greedy decode",
+                  "best_found": "the best placement found in training"}
+        ratio = f" ({rep['makespan'] / bound:.3f} x lower bound)" if bound else ""
+        console.print(f"reported placement (summary.json \"reported\"): {labels[rep['source']]}, makespan "
+                      f"{rep['makespan']:.6g}{ratio}")

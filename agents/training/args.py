@@ -18,10 +18,40 @@ STAGE_WEIGHTS = {"il": 1.0, "sim": 3.0, "real": 2.0}  # budget shares (normalise
 DEFAULT_EPISODES = {"il": 300, "sim": 1000, "real": 200}  # per stage, when neither episodes nor a budget is set
 
 
+class _RecipeDefault:
+    """Sentinel default of the fields a recipe sets (replaced by the recipe's value in ``__post_init__``)."""
+
+    def __repr__(self) -> str:
+        return "RECIPE"
+
+
+RECIPE = _RecipeDefault()
+BEST_POLICY_KWARGS = {"id_features": 16, "plc_affinity": True, "structure_features": 1}
+RECIPES: dict[str, dict[str, Any]] = {
+    # the best measured recipe (docs/results/train_default.md): a search teacher (expert iteration),
+    # op-identity and structural GNN inputs, the PLC affinity term, and a gentle RL stage that keeps
+    # the imitated placement (rl_lr 1e-3 lost it within a few PPO updates)
+    "best": {"il_teacher": "search", "rl_lr": 1e-4, "rl_lr_final": 1e-5, "target_kl": 0.01,
+             "policy_kwargs": BEST_POLICY_KWARGS},
+    # DOPPLER as published: imitation of the critical-path heuristic, then RL
+    "doppler": {"il_teacher": "critical_path", "rl_lr": 1e-3, "rl_lr_final": 1e-4, "target_kl": 0.05,
+                "policy_kwargs": {}},
+}
+RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "policy_kwargs", "il_teacher_evals")
+TEACHER_EVALS = {"one": 200_000, "mix": 20_000}  # the search teacher's evaluations: one graph, per graph of a mix
+
+
 # ============================================================================ arguments
 @dataclass
 class TrainArgs:
     """Everything a training run depends on (JSON-serialisable; stored in every checkpoint)."""
+
+    # --- the recipe
+    recipe: str = "best"
+    """Defaults of the fields left unset (:data:`RECIPE_FIELDS`): ``best`` (the best measured recipe:
+    search teacher, op-identity and structural inputs, PLC affinity, gentle RL; with ``learn`` sel or
+    plc the critical-path teacher, since the ablations are DOPPLER's) or ``doppler`` (the published
+    recipe: critical-path teacher, rl_lr 1e-3, plain policy). Explicit values always win."""
 
     # --- the instance
     graph: str = "paper/chainmm"
@@ -39,6 +69,13 @@ class TrainArgs:
     """Observation padding [ops] with ``graph="mix"``; None = 1.25 x the largest sampled or held-out graph."""
     max_edges: int | None = None
     """Observation padding [edges] with ``graph="mix"`` (same rule)."""
+    mix_pool: int | None = None
+    """With ``graph="mix"``: each spec draws from a fixed pool of this many graphs (graph ``j`` of
+    spec ``i`` built from seed ``(seed, i, j)``), so the search teacher's targets are reused; None =
+    a fresh graph per draw."""
+    topology_mix: tuple[str, ...] = ()
+    """Topologies drawn per training episode (device counts ``"2"`` or preset names ``"p100x4"``);
+    the device padding covers the largest; empty = ``devices``/``topology`` only."""
     learn: str = "both"
     """Which decisions the policy learns: ``both`` (DOPPLER), ``sel`` (the critical-path teacher places: PLC
     ablation off) or ``plc`` (the teacher selects); see :mod:`agents.training.ablation`."""
@@ -73,8 +110,9 @@ class TrainArgs:
     """Start from the weights of this checkpoint (another graph or device count: matching tensors only)."""
     policy: str = "auto"
     """``auto`` (DopplerPolicy if importable, else MultiInputPolicy), ``MultiInputPolicy``, or ``module:Class``."""
-    policy_kwargs: dict = field(default_factory=dict)
-    """Keyword arguments of the policy class (JSON values only)."""
+    policy_kwargs: Any = RECIPE
+    """Keyword arguments of the policy class (JSON values only); by default the recipe's for
+    DopplerPolicy (``best``: :data:`BEST_POLICY_KWARGS`), none for another class."""
     device: str = "auto"
     """torch device of the policy (``auto``: CUDA when available)."""
     torch_threads: int | None = 1
@@ -101,24 +139,28 @@ class TrainArgs:
     """Label smoothing of the imitation loss (:func:`agents.training.imitation.imitation_loss`): keeps
     every valid action's probability above zero, so the sampled episodes of the RL stages differ from
     the teacher's (0: the policy copies the teacher's argmax and samples only among exact ties)."""
-    il_teacher: str = "critical_path"
+    il_teacher: Any = RECIPE
     """Whom imitation copies: ``critical_path`` (DOPPLER's teacher) or ``search`` (PLC follows the
-    local-search placement found from the critical-path and HEFT ones; one graph only): see
-    :mod:`agents.training.teacher`."""
-    il_teacher_evals: int = 200_000
+    local-search placement found from the critical-path and HEFT ones; on a mix one per drawn graph,
+    cached): see :mod:`agents.training.teacher`. Default: the recipe's."""
+    il_teacher_evals: Any = RECIPE
     """Simulated neighbours of the search teacher's local search (a count, not seconds: the same
-    target on every machine)."""
+    target on every machine); default 200,000 on one graph, 20,000 per graph of a mix."""
+    il_teacher_cache: int = 512
+    """Search targets kept (LRU) on a mix [graphs]."""
     il_vf_coef: float = 0.5
     """Weight of the value regression on episode returns (warms the critic for RL; 0 = off)."""
 
     # --- stages 2 and 3: RL
     algo: str = "ppo"
     """``ppo`` (sb3-contrib MaskablePPO) or ``reinforce`` (the paper's REINFORCE with a baseline)."""
-    rl_lr: float = 1e-3
-    """Initial learning rate. The paper's 1e-4 is for a loss summed over an episode's steps; PPO averages
-    them (on paper/chainmm, 3 minutes: 1e-3 reached 0.81 x critical path, 3e-4 and 1e-4 0.94)."""
-    rl_lr_final: float = 1e-4
-    """Learning rate at the end of a stage (linear decay by stage progress, as in the paper)."""
+    rl_lr: Any = RECIPE
+    """Initial learning rate (recipe ``best``: 1e-4, ``doppler``: 1e-3). The paper's 1e-4 is for a loss
+    summed over an episode's steps; PPO averages them (DOPPLER's recipe on paper/chainmm, 3 minutes:
+    1e-3 reached 0.81 x critical path, 3e-4 and 1e-4 0.94)."""
+    rl_lr_final: Any = RECIPE
+    """Learning rate at the end of a stage (linear decay by stage progress, as in the paper;
+    recipe ``best``: 1e-5, ``doppler``: 1e-4)."""
     gamma: float = 1.0
     """Discount; 1: the reward is terminal (the authors' hidden 0.99 down-weighted early steps)."""
     gae_lambda: float = 1.0
@@ -139,8 +181,9 @@ class TrainArgs:
     """PPO value loss weight."""
     max_grad_norm: float = 0.5
     """Gradient norm clip (PPO and REINFORCE)."""
-    target_kl: float | None = 0.05
-    """PPO early stop of an update's epochs (protects the imitation weights); None = off."""
+    target_kl: Any = RECIPE
+    """PPO early stop of an update's epochs (protects the imitation weights); None = off (recipe
+    ``best``: 0.01, ``doppler``: 0.05)."""
     reinforce_baseline: str = "ema"
     """REINFORCE's baseline: ``ema`` (the paper's: a moving average of past batches' returns) or
     ``batch`` (leave-one-out: each episode's return minus the mean of the other episodes of its batch,
@@ -179,15 +222,31 @@ class TrainArgs:
     """SB3 verbosity."""
 
     def __post_init__(self) -> None:
+        if self.recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {self.recipe!r}; recipes are {', '.join(RECIPES)}")
+        self.apply_recipe()
         if isinstance(self.stages, str):
             self.stages = tuple(s.strip() for s in self.stages.split(",") if s.strip())
         self.stages = tuple(self.stages)
         self.baselines = tuple(self.baselines)
-        for name in ("graph_mix", "graph_eval"):  # "a;b" (CLI, --set) or a sequence
+        for name in ("graph_mix", "graph_eval", "topology_mix"):  # "a;b" (CLI, --set) or a sequence
             value = getattr(self, name)
             if isinstance(value, str):
                 value = [t.strip() for t in value.split(";") if t.strip()]
             setattr(self, name, tuple(value))
+
+    def apply_recipe(self) -> None:
+        """Replace every field still at :data:`RECIPE` by the recipe's value (see :attr:`recipe`)."""
+        values = dict(RECIPES[self.recipe])
+        if self.learn != "both":  # the paper's ablations imitate the critical-path teacher
+            values["il_teacher"] = "critical_path"
+        values["il_teacher_evals"] = TEACHER_EVALS["mix" if self.graph == MIX else "one"]
+        if not (self.policy == "auto" or str(self.policy).endswith("DopplerPolicy")):
+            values["policy_kwargs"] = {}  # the recipe's kwargs are DopplerPolicy's
+        for name in RECIPE_FIELDS:
+            if getattr(self, name) is RECIPE:
+                value = values[name]
+                setattr(self, name, dict(value) if isinstance(value, dict) else value)
 
     def validate(self) -> None:
         """ValueError naming the bad field and what to give instead."""
@@ -214,9 +273,17 @@ class TrainArgs:
             raise ValueError(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
         if self.il_teacher not in TEACHERS:
             raise ValueError(f"il_teacher must be one of {', '.join(TEACHERS)}, got {self.il_teacher!r}")
-        if self.il_teacher == "search" and (self.graph == MIX or self.learn != "both"):
-            raise ValueError("il_teacher='search' imitates one placement of one graph with both decisions learned: "
-                             "give a single graph and learn='both' (or use il_teacher='critical_path')")
+        if self.il_teacher == "search" and self.learn != "both":
+            raise ValueError("il_teacher='search' imitates a placement with both decisions learned: give "
+                             "learn='both' (or use il_teacher='critical_path')")
+        if self.il_teacher_cache < 1:
+            raise ValueError(f"il_teacher_cache must be >= 1, got {self.il_teacher_cache}")
+        if self.mix_pool is not None and (self.graph != MIX or self.mix_pool < 1):
+            raise ValueError(f"mix_pool applies to graph='mix' and must be >= 1, got {self.mix_pool}")
+        if self.topology_mix and "real" in self.stages:
+            raise ValueError("topology_mix is for the simulator stages (il, sim); the real stage runs on one topology")
+        if not isinstance(self.policy_kwargs, dict):
+            raise ValueError(f"policy_kwargs must be a dict, got {self.policy_kwargs!r}")
         if self.il_teacher_evals < 1:
             raise ValueError(f"il_teacher_evals must be >= 1, got {self.il_teacher_evals}")
         if self.reinforce_baseline not in ("ema", "batch"):
@@ -263,4 +330,5 @@ class TrainArgs:
         out["baselines"] = list(self.baselines)
         out["graph_mix"] = list(self.graph_mix)
         out["graph_eval"] = list(self.graph_eval)
+        out["topology_mix"] = list(self.topology_mix)
         return out

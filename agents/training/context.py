@@ -34,7 +34,7 @@ from agents.training.instance import Instance
 from agents.training.metrics import MetricLog, StageProgress
 from agents.training.policies import policy_class_path, transfer_weights
 from agents.training.rollout import decode
-from agents.training.teacher import devices_interchangeable
+from agents.training.teacher import SearchTargets, search_placement
 
 SEED_STRIDE_STAGE = 7919  # apart per stage: the reset seeds of different stages never meet
 SEED_STRIDE_IL_ENV = 1_000_003  # apart per lockstep imitation env (each env walks its own seeds)
@@ -132,6 +132,7 @@ class TrainContext:
         self.best_eval: dict[str, Any] = {}
         self.best_found: dict[str, Any] = {}
         self.teacher: dict[str, Any] = {}
+        self.targets: SearchTargets | None = None
         self.current: Stage | None = None
         self.interrupted = False
         self.episodes_this_run = 0
@@ -179,18 +180,16 @@ class TrainContext:
         """The search teacher's placement (computed once, then kept, also across a resume):
         ``assignment``, ``makespan``, ``evals``, ``seconds`` and ``interchangeable`` (devices)."""
         if not self.teacher:
-            from doppler_gym import baselines
-
             inst, args = self.inst, self.args
-            cp = baselines.run("critical_path", inst.graph, inst.topology, inst.config, seed=args.seed)
-            heft = baselines.run("heft", inst.graph, inst.topology, inst.config)
-            found = baselines.run("local_search", inst.graph, inst.topology, inst.config, seed=args.seed,
-                                  seconds=None, max_evals=args.il_teacher_evals, starts=[cp, heft])
-            self.teacher = {"name": "search", "assignment": np.asarray(found.assignment).tolist(),
-                            "makespan": float(found.makespan), "evals": args.il_teacher_evals,
-                            "seconds": round(found.seconds, 3),
-                            "interchangeable": devices_interchangeable(inst.topology, inst.config)}
+            self.teacher = search_placement(inst.graph, inst.topology, inst.config, args.il_teacher_evals, args.seed)
         return self.teacher
+
+    def search_targets(self) -> SearchTargets:
+        """The search teacher's per-graph targets on a mix (one cache per run; not checkpointed:
+        a resumed run searches again, the same targets since the search is seeded)."""
+        if self.targets is None:
+            self.targets = SearchTargets(self.args.il_teacher_evals, self.args.seed, self.args.il_teacher_cache)
+        return self.targets
 
     # ------------------------------------------------------------------ episodes
     def episode_done(self, stage: str, info: dict[str, Any], **extra: float) -> None:

@@ -104,19 +104,41 @@ class GraphMix:
 
     Fixed specs (a paper graph, a workload without ranges or free seed) are built once and reused,
     so their embeddings and env contexts are cached across episodes.
+
+    With ``pool``: a varying spec ``i`` draws graph ``j`` uniformly from ``range(pool)``, built from
+    ``np.random.default_rng([pool_seed, i, j])`` (its ranges and its free seed), and kept: a finite
+    set of ``pool`` graphs per spec, so per-graph work (the search teacher's targets, embeddings)
+    is reused across episodes.
     """
 
-    def __init__(self, specs: Sequence[GraphSpec], max_ops: int, max_edges: int) -> None:
+    def __init__(self, specs: Sequence[GraphSpec], max_ops: int, max_edges: int, pool: int | None = None,
+                 pool_seed: int = 0) -> None:
         if not specs:
             raise ValueError("graph_mix is empty; give at least one graph spec (e.g. random:n_ops=40..80)")
+        if pool is not None and pool < 1:
+            raise ValueError(f"GraphMix: pool must be >= 1 or None, got {pool}")
         self.specs = list(specs)
         self.max_ops, self.max_edges = int(max_ops), int(max_edges)
+        self.pool, self.pool_seed = pool, int(pool_seed)
         self._fixed = {i: s.build(None) for i, s in enumerate(self.specs) if not s.params and not s.seeded}
+        self._pooled: dict[tuple[int, int], DataflowGraph] = {}
+
+    def pooled(self, i: int, j: int) -> DataflowGraph:
+        """Graph ``j`` of spec ``i``'s pool (built once, from seed ``(pool_seed, i, j)``)."""
+        graph = self._pooled.get((i, j))
+        if graph is None:
+            graph = self._pooled[(i, j)] = self.specs[i].build(np.random.default_rng([self.pool_seed, i, j]))
+        return graph
 
     def __call__(self, rng: np.random.Generator) -> DataflowGraph:
         for _ in range(MAX_REDRAWS):
             i = int(rng.integers(len(self.specs)))
-            graph = self._fixed.get(i) or self.specs[i].build(rng)
+            if i in self._fixed:
+                graph = self._fixed[i]
+            elif self.pool is not None:
+                graph = self.pooled(i, int(rng.integers(self.pool)))
+            else:
+                graph = self.specs[i].build(rng)
             if graph.n_ops <= self.max_ops and graph.n_edges <= self.max_edges:
                 return graph
         raise ValueError(f"graph_mix: {MAX_REDRAWS} draws in a row did not fit the padding max_ops={self.max_ops}, "

@@ -17,7 +17,7 @@ from agents.training.instance import make_stage_env
 from agents.training.metrics import StageBar
 from agents.training.policies import NEG, action_logits, masked_logits, obs_to_tensors
 from agents.training.rollout import rollout
-from agents.training.teacher import AssignmentTeacher
+from agents.training.teacher import AssignmentTeacher, SearchTeacher
 
 
 def imitation_loss(
@@ -65,7 +65,10 @@ class ImitationStage(Stage):
     def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
         args = ctx.args
         envs = [make_stage_env(args, ctx.inst, "il") for _ in range(args.il_envs)]
-        if args.il_teacher == "search":
+        if args.il_teacher == "search" and ctx.inst.mix is not None:  # a target per drawn graph, cached
+            targets = ctx.search_targets()
+            envs = [SearchTeacher(e, targets) for e in envs]
+        elif args.il_teacher == "search":
             teacher = ctx.search_teacher()
             envs = [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
         self.envs = envs

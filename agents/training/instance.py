@@ -35,6 +35,8 @@ class Instance:
         padding: ``{"max_ops": .., "max_edges": ..}`` shared by every env of a mix (so one policy's
             observation space fits all of them); empty for one graph (its own sizes).
         mix_config: the SimConfig every mix env uses (``None``: each graph's default).
+        topologies: with ``args.topology_mix``: the topologies drawn per training episode (the
+            padding's ``max_devices`` covers them and ``topology``); empty = ``topology`` only.
     """
 
     graph: DataflowGraph
@@ -45,6 +47,7 @@ class Instance:
     held_out: tuple[DataflowGraph, ...] = ()
     padding: dict[str, int] = field(default_factory=dict)
     mix_config: SimConfig | None = None
+    topologies: tuple[Topology, ...] = ()
 
     @classmethod
     def from_args(cls, args: TrainArgs) -> Instance:
@@ -54,11 +57,14 @@ class Instance:
         if args.graph == MIX:
             specs = parse_specs(args.graph_mix, "graph_mix")
             max_ops, max_edges = padding_for(specs, held_out, args.seed, args.max_ops, args.max_edges)
-            mix = GraphMix(specs, max_ops, max_edges)
+            mix = GraphMix(specs, max_ops, max_edges, args.mix_pool, args.seed)
             graph = held_out[0] if held_out else mix(np.random.default_rng(args.seed))
             config = given or default_config(graph)
-            return cls(graph, topology, config, args.learn, mix, held_out,
-                       {"max_ops": max_ops, "max_edges": max_edges}, given)
+            padding = {"max_ops": max_ops, "max_edges": max_edges}
+            topologies = tuple(resolve_topology(_topology_spec(t)) for t in args.topology_mix)
+            if topologies:
+                padding["max_devices"] = max(t.n_devices for t in (topology, *topologies))
+            return cls(graph, topology, config, args.learn, mix, held_out, padding, given, topologies)
         graph = resolve_graph(args.graph, args.graph_params)
         config = given or default_config(graph)
         padding = {}
@@ -80,8 +86,8 @@ class Instance:
         """The env of the ``il``/``sim`` stages: the mix (a new graph per reset) or the main graph."""
         if self.mix is None:
             return self.sim_env()
-        env = gym.make("Doppler-Sim-v0", graph=self.mix, topology=self.topology, sim_config=self.mix_config,
-                       disable_env_checker=True, **self.padding)
+        env = gym.make("Doppler-Sim-v0", graph=self.mix, topology=list(self.topologies) or self.topology,
+                       sim_config=self.mix_config, disable_env_checker=True, **self.padding)
         return wrap_learn(env, self.learn)
 
     def episode_steps(self) -> int:
@@ -90,6 +96,12 @@ class Instance:
         if self.mix is None:
             return agent_steps(self.graph.n_ops, self.learn)
         return agent_steps(max(1, round(self.padding["max_ops"] / 1.25)), self.learn)
+
+
+def _topology_spec(text: str) -> int | str:
+    """A ``topology_mix`` entry: a device count (``"8"``) or a preset name."""
+    text = str(text).strip()
+    return int(text) if text.isdigit() else text
 
 
 def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:

@@ -77,6 +77,7 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
         "best_eval": ctx.best_eval or None, "best_checkpoint": best_checkpoint,
         "best_found": best_found_row(ctx), "il_teacher": dict(ctx.teacher) or None,
+        "il_teacher_targets": ctx.targets.stats() if ctx.targets is not None else None,
         "held_out": held_out or None,
         "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,
         "stages": stages, "budget_minutes": args.budget_minutes,
@@ -84,8 +85,36 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
         "init": init_report, "checkpoint": str(ctx.ckpt_path), "gantt": str(gantt),
         "eval_seconds": round(time.perf_counter() - t0, 3), "args": args.to_dict(),
     }
+    summary["reported"] = reported_placement(summary)
+    if "real" in args.stages:  # the final policy's greedy placement, measured on the real system
+        from agents.training.real_eval import measure_placement
+
+        summary["real"] = measure_placement(args, inst, greedy["assignment"], greedy["order"])
     write_json(ctx.out / "summary.json", summary)
     return summary
+
+
+REPORTED_SOURCES = ("greedy", "best_of_k", "best_checkpoint", "best_found")
+
+
+def reported_placement(summary: dict[str, Any]) -> dict[str, Any]:
+    """The best placement the run produced, and where it came from: ``{"source", "makespan",
+    "assignment", "order"}`` with ``source`` among :data:`REPORTED_SOURCES` (the final policy's greedy
+    decode, its best of K sampled decodes, the best checkpoint's greedy decode, or the best
+    placement of any training episode); ties go to the earlier source, so the policy's own decode
+    is reported whenever it is as good."""
+    candidates = [("greedy", summary["makespan"], summary["assignment"], summary["order"])]
+    if summary.get("best_of_k"):
+        b = summary["best_of_k"]
+        candidates.append(("best_of_k", b["makespan"], b["assignment"], b["order"]))
+    if summary.get("best_checkpoint"):
+        b = summary["best_checkpoint"]
+        candidates.append(("best_checkpoint", b["greedy"], b["assignment"], b["order"]))
+    if summary.get("best_found"):
+        b = summary["best_found"]
+        candidates.append(("best_found", b["makespan"], b["assignment"], b["order"]))
+    source, makespan, assignment, order = min(candidates, key=lambda c: (c[1], REPORTED_SOURCES.index(c[0])))
+    return {"source": source, "makespan": float(makespan), "assignment": list(assignment), "order": list(order)}
 
 
 def simulate_placement(inst: Any, assignment: Any, order: Any) -> Any:
@@ -139,5 +168,5 @@ def decode_best_checkpoint(ctx: TrainContext) -> dict[str, Any] | None:
 def summary_keys() -> tuple[str, ...]:
     """Keys every ``summary.json`` has."""
     return ("makespan", "assignment", "order", "best_of_k", "baselines", "lower_bound", "critical_path",
-            "ratio_to_critical_path", "stages", "gantt")
+            "ratio_to_critical_path", "stages", "gantt", "reported")
 

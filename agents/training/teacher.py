@@ -5,11 +5,16 @@
 - ``"critical_path"`` (DOPPLER's stage 1): ``env.teacher_mask()``, the max-b-level ready ops in
   SEL and the earliest-start devices in PLC. Imitation can at best copy the heuristic.
 - ``"search"``: the placement that local search finds from the critical-path and HEFT placements
-  (:func:`doppler_gym.baselines.local_search`, ``il_teacher_evals`` simulated neighbours: the same
-  target on every machine) is the PLC target; SEL stays the critical-path teacher's (under the
-  reference model's FIFO queues the SEL order does not change the makespan, only what the policy
-  has seen when it places each op). Expert-iteration style (Anthony, Tian & Barber, NeurIPS 2017):
-  a slow planner's placement becomes a fast policy's.
+  (:func:`search_placement`: :func:`doppler_gym.baselines.local_search` with ``il_teacher_evals``
+  simulated neighbours, the same target on every machine) is the PLC target; SEL stays the
+  critical-path teacher's (under the reference model's FIFO queues the SEL order does not change
+  the makespan, only what the policy has seen when it places each op). Expert-iteration style
+  (Anthony, Tian & Barber, NeurIPS 2017): a slow planner's placement becomes a fast policy's.
+
+On a mix of graphs (``graph="mix"``) every episode may draw another graph: :class:`SearchTeacher`
+looks up the drawn graph's target in a :class:`SearchTargets` cache (keyed by the graph's content
+digest, the topology's content and the sim config; bounded LRU) at each reset and runs the search
+on a miss, so a graph drawn again costs nothing.
 
 When the devices are interchangeable (the raw cost model, or identical devices and links), any
 relabelling of the target's devices is as good as the target. :class:`AssignmentTeacher` then
@@ -20,14 +25,17 @@ put the first ops elsewhere still gets consistent labels.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from doppler_gym.envs.context import graph_digest, topology_key
 from doppler_gym.envs.observation import PLC
 from doppler_gym.envs.placement import PlacementEnv
+from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
@@ -118,3 +126,101 @@ class AssignmentTeacher(gym.Wrapper):
             devices = self.target[op : op + 1]
         mask[base.max_ops + devices] = 1
         return mask
+
+
+def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig, evals: int,
+                     seed: int) -> dict[str, Any]:
+    """The search teacher's placement of one instance: local search (``evals`` simulated
+    neighbours, ``seed``) from the critical-path and HEFT placements.
+
+    Returns:
+        ``{"name": "search", "assignment": [n_ops ints], "makespan", "evals", "seconds",
+        "interchangeable"}`` (``makespan`` in the config's reported unit).
+    """
+    from doppler_gym import baselines
+
+    cp = baselines.run("critical_path", graph, topology, config, seed=seed)
+    heft = baselines.run("heft", graph, topology, config)
+    found = baselines.run("local_search", graph, topology, config, seed=seed, seconds=None, max_evals=int(evals),
+                          starts=[cp, heft])
+    return {"name": "search", "assignment": np.asarray(found.assignment).tolist(),
+            "makespan": float(found.makespan), "evals": int(evals), "seconds": round(found.seconds, 3),
+            "interchangeable": devices_interchangeable(topology, config)}
+
+
+class SearchTargets:
+    """Bounded LRU cache of search-teacher placements, keyed by instance content.
+
+    The key is the graph's content digest (:func:`~doppler_gym.envs.context.graph_digest`), the
+    topology's content under the config (:func:`~doppler_gym.envs.context.topology_key`) and the
+    config's ``repr``: two graph objects with the same structure and costs share one target.
+
+    Args:
+        evals: simulated neighbours per search (:func:`search_placement`).
+        seed: the searches' seed.
+        size: the most targets kept [count] (least recently used dropped first).
+
+    Attributes:
+        hits, misses: lookups served from the cache / that ran a search.
+        seconds: total search time [s].
+    """
+
+    def __init__(self, evals: int, seed: int, size: int = 512) -> None:
+        if size < 1:
+            raise ValueError(f"SearchTargets: size must be >= 1, got {size}")
+        self.evals, self.seed, self.size = int(evals), int(seed), int(size)
+        self._data: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self.hits = self.misses = 0
+        self.seconds = 0.0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @staticmethod
+    def key(graph: DataflowGraph, topology: Topology, config: SimConfig) -> tuple:
+        """The content key of an instance."""
+        return (graph_digest(graph), topology_key(topology, config), repr(config))
+
+    def target(self, graph: DataflowGraph, topology: Topology, config: SimConfig) -> dict[str, Any]:
+        """The instance's search placement (:func:`search_placement`), from the cache or searched now."""
+        key = self.key(graph, topology, config)
+        found = self._data.get(key)
+        if found is not None:
+            self.hits += 1
+            self._data.move_to_end(key)
+            return found
+        self.misses += 1
+        found = search_placement(graph, topology, config, self.evals, self.seed)
+        self.seconds += found["seconds"]
+        self._data[key] = found
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return found
+
+    def stats(self) -> dict[str, Any]:
+        """``{"targets", "hits", "misses", "seconds"}`` for logs and the summary."""
+        return {"targets": len(self), "hits": self.hits, "misses": self.misses, "seconds": round(self.seconds, 3)}
+
+
+class SearchTeacher(AssignmentTeacher):
+    """:class:`AssignmentTeacher` whose target is the search placement of each episode's graph.
+
+    At every reset the episode's instance (the env's ``context``: graph, topology, config) is looked
+    up in ``targets`` (searched on a miss), so it works on a mix of graphs and topologies.
+
+    Args:
+        env: a ``Doppler-Sim-v0`` env (any graph source).
+        targets: the shared cache.
+    """
+
+    def __init__(self, env: gym.Env, targets: SearchTargets) -> None:
+        super().__init__(env, np.zeros(0, np.int64), interchangeable=False)
+        self.targets = targets
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        ctx = self.env.unwrapped.context
+        found = self.targets.target(ctx.graph, ctx.topology, ctx.config)
+        self.target = np.asarray(found["assignment"], np.int64)
+        self.interchangeable = bool(found["interchangeable"])
+        return obs, info

@@ -64,7 +64,7 @@ def test_the_search_teacher_is_imitated_and_kept(tmp_path) -> None:
     assert teacher["makespan"] <= min(cp.makespan, heft.makespan) and teacher["interchangeable"]
     with pytest.raises(ValueError, match="il_teacher"):
         TrainArgs(il_teacher="oracle").validate()
-    with pytest.raises(ValueError, match="single graph"):
-        TrainArgs(graph="mix", graph_mix=("chainmm",), il_teacher="search").validate()
+    with pytest.raises(ValueError, match="learn='both'"):
+        TrainArgs(il_teacher="search", learn="sel").validate()
     with pytest.raises(ValueError, match="il_teacher_evals"):
         TrainArgs(il_teacher="search", il_teacher_evals=0).validate()

@@ -19,8 +19,11 @@ SMALL_GRAPH = {"graph": "random", "graph_params": {"n_ops": 12, "levels": 4, "se
 # heuristic places it at 0.066, so a stage that learns shows it by a factor, not a rounding error.
 TINY_GRAPH = {"graph": "random", "graph_params": {"n_ops": 6, "levels": 3, "seed": 1}, "devices": 2}
 
+# recipe "doppler": these helpers test the stages' mechanics on DOPPLER's critical-path teacher
+# (the default "best" recipe has its own tests in test_train_recipe.py and test_train_mix_teacher.py)
 FAST = {
-    "progress": False, "tensorboard": False, "baselines": ("critical_path", "random"), "baseline_seconds": 0.2,
+    "recipe": "doppler", "progress": False, "tensorboard": False, "baselines": ("critical_path", "random"),
+    "baseline_seconds": 0.2,
     "sample_decodes": 2, "eval_every_episodes": 0, "il_envs": 4,
 }
 
