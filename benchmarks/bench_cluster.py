@@ -17,7 +17,10 @@ Prints, as markdown tables:
    64 V100;
 4. the effective-time fraction of one 8-GPU job against its checkpoint interval, around Young's
    interval sqrt(2 C M), with the expected fraction under Poisson failures and no restart delay
-   (a segment of T + C seconds takes M (e^((T+C)/M) - 1) on average).
+   (a segment of T + C seconds takes M (e^((T+C)/M) - 1) on average);
+5. the Pollux/AdaptDL simulator's workload 1 (``pollux-workload-1``, 160 jobs) on 64 GPUs (16 nodes of
+   4, as in Pollux) with every scheduler including ``elastic``, without and with a 30 s
+   checkpoint-restore cost per preemption, migration or resize (``preemption_cost``).
 
 The exit status is always 0 (timings depend on the machine).
 """
@@ -42,9 +45,10 @@ def row(name: str, seconds: float, r: C.ClusterResult) -> str:
             f"{r.interruptions} |")
 
 
-def table(trace: C.Trace, cluster: C.Cluster, repeats: int, **kwargs: object) -> None:
+def table(trace: C.Trace, cluster: C.Cluster, repeats: int, schedulers: tuple[str, ...] = SCHEDULERS,
+          **kwargs: object) -> None:
     print(HEADER)
-    for name in SCHEDULERS:
+    for name in schedulers:
         best, result = float("inf"), None
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -89,6 +93,11 @@ def main() -> None:
                .effective_fraction for s in range(5)]
         model = every / (job_mtbf * math.expm1((every + cost) / job_mtbf))  # Poisson failures, no restart delay
         print(f"| {f:g} | {every} | {', '.join(f'{e:.3f}' for e in eff)} | {model:.3f} |")
+
+    pollux = C.traces.load("pollux-workload-1")
+    for restore in (0.0, 30.0):
+        print(f"\n## 5. pollux-workload-1 (160 jobs) on 16 x 4 GPUs, preemption cost {restore:g} s\n")
+        table(pollux, C.Cluster.uniform(16, 4, preset=None), 1, (*SCHEDULERS, "elastic"), preemption_cost=restore)
 
 
 if __name__ == "__main__":
