@@ -2,8 +2,8 @@
 
 :class:`RankGroup` owns a ``torch.distributed.TCPStore`` (the control store: jobs, replies, the
 abort flag; :mod:`envs_real.distributed.protocol`) and either spawns the ranks on this host
-(``torch.multiprocessing``, start method ``spawn``, a free localhost port; the ranks rendezvous
-through the same store) or waits for ranks launched by ``torchrun`` to connect
+(``torch.multiprocessing``, start method :data:`START_METHOD`, a free localhost port; the ranks
+rendezvous through the same store) or waits for ranks launched by ``torchrun`` to connect
 (:mod:`envs_real.distributed.worker`). Groups are shared per device spec (:func:`get_group`) and
 closed at interpreter exit or by :func:`shutdown`.
 
@@ -49,6 +49,11 @@ START_TIMEOUT_S = 120.0  # [s] ranks must join within this (spawning imports tor
 GRACE_S = 30.0  # [s] a job's deadline beyond its runs' timeouts
 STOP_GRACE_S = 5.0  # [s] ranks get this long to exit on STOP before they are terminated
 POLL_S = 1e-3  # [s]
+START_METHOD = "forkserver"
+"""How ranks start: ``forkserver`` (a clean server process that imports :data:`PRELOAD` once; every
+rank, and every group rebuilt after a failure, forks from it in a fraction of a second) or
+``spawn`` (a fresh interpreter per rank, importing torch each time)."""
+PRELOAD = ("torch", "torch.distributed", "envs_real.distributed.rank", "envs_real.distributed.worker")
 
 
 class GroupError(RuntimeError):
@@ -121,7 +126,9 @@ class RankGroup:
 
         from envs_real.distributed.worker import spawned_main
 
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context(START_METHOD)
+        if START_METHOD == "forkserver":  # ranks fork from a server that imported torch once
+            ctx.set_forkserver_preload(list(PRELOAD))
         backend = self.devices.dist
         for rank in range(self.world):
             p = ctx.Process(

@@ -69,7 +69,7 @@ def serve(
         init: ``"store"`` (rendezvous through the controller's store: spawned ranks) or ``"env"``
             (``MASTER_ADDR``/``MASTER_PORT``: torchrun).
         local_rank: GPU index of an NCCL rank on its host (default: ``LOCAL_RANK``, else ``rank``).
-        parent_pid: exit when the parent process is gone (spawned ranks).
+        parent_pid: exit when this process (the controller) is gone (spawned ranks).
         pg_timeout_s: the process group's collective timeout [s].
     """
     import torch
@@ -155,10 +155,21 @@ def _wait_for(store: Any, key: str, parent_pid: int | None) -> bool:
                 return True
         except Exception:  # noqa: BLE001  the store is gone: the controller exited
             return False
-        if parent_pid is not None and os.getppid() != parent_pid:
+        if parent_pid is not None and not _alive(parent_pid):
             return False
         time.sleep(delay)
         delay = min(JOB_POLL_MAX_S, delay * 1.5)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (the controller; a forkserver rank's parent is the server) still runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
 
 
 def spawned_main(control: str, rank: int, world: int, backend: str, parent_pid: int, pg_timeout_s: float) -> None:
