@@ -27,4 +27,8 @@ def test_the_real_stage_trains_on_cpu_workers(tmp_path) -> None:
     assert [r["step"] for r in real] == [3, 4]
     for r in real:  # measured runs: wall-clock seconds against the calibrated critical-path reference
         assert 0 < r["makespan"] < 60 and math.isfinite(r["ratio_to_critical_path"])
+    measured = summary["real"]  # the final greedy placement, run again on the real system
+    assert measured["error"] is None and measured["time_unit"] == "s" and 0 < measured["makespan"] < 60
+    assert measured["makespan"] == measured["real"]["real_makespan_s"] and measured["real"]["device_kind"] == "cpu"
+    assert measured["simulated"] > 0  # the calibrated simulator's prediction of the same placement [s]
     assert load_checkpoint(tmp_path / "policy_real.pt")["progress"]["real"]["done"]
