@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_baselines.py            # full run (about five minutes)
     python benchmarks/bench_baselines.py --quick    # short budgets (under a minute)
+    python benchmarks/bench_baselines.py --ray auto # Part 2's grid as Ray tasks on a cluster (same figures)
 
 Part 1, one table per graph (the four 4-device graphs and the two 8-device ones): the makespan
 of every baseline, its ratio to the lower bound ``max(critical path, work / D)`` and its run time.
@@ -35,6 +36,7 @@ import doppler_gym as dg
 from doppler_gym import baselines
 from doppler_gym.baselines.critical_path import critical_path_schedule
 from doppler_gym.graph.io import PAPER_EXPERIMENTS
+from doppler_gym.parallel import map_tasks
 
 PAPER_GRAPHS = PAPER_EXPERIMENTS
 REFERENCE = dg.SimConfig.reference()
@@ -87,20 +89,26 @@ def _note(p: baselines.Placement) -> str:
     return ""
 
 
+def cp_cell(cell: tuple[str, int, int]) -> tuple[float, float, float]:
+    """One (graph, devices, seed) cell of Part 2: the three variants' makespans (a task of the grid)."""
+    name, d, s = cell
+    g = dg.load_graph(name)
+    topo = dg.Topology.uniform(d)
+    a, _, _ = critical_path_schedule(g, topo, REFERENCE, rng=np.random.default_rng(s), time_model="faithful")
+    return (baselines.critical_path(g, topo, seed=s).makespan, dg.simulate(g, a, topo, config=REFERENCE).makespan,
+            baselines.critical_path(g, topo, seed=s, paper_faithful=True).makespan)
+
+
 def bench_cp(args: argparse.Namespace) -> None:
     seeds = range(args.cp_seeds)
-    print(f"\n== Part 2: critical-path heuristic over {args.cp_seeds} seeds (study = reference figures) ==")
+    where = "" if args.ray is None else f", cells as Ray tasks on {args.ray}"
+    print(f"\n== Part 2: critical-path heuristic over {args.cp_seeds} seeds (study = reference figures{where}) ==")
     print(f"  {'graph':<24}{'fixed mean':>11}{'study':>9}   {'authors time model min/mean':>28}{'study':>17}"
           f"   {'paper_faithful min/mean':>24}")
+    cells = [(name, d, s) for name, d in PAPER_GRAPHS for s in seeds]
+    found = dict(zip(cells, map_tasks(cp_cell, cells, args.ray)))  # the same figures locally and on Ray
     for name, d in PAPER_GRAPHS:
-        g = dg.load_graph(name)
-        topo = dg.Topology.uniform(d)
-        fixed = [baselines.critical_path(g, topo, seed=s).makespan for s in seeds]
-        env = []
-        for s in seeds:
-            a, _, _ = critical_path_schedule(g, topo, REFERENCE, rng=np.random.default_rng(s), time_model="faithful")
-            env.append(dg.simulate(g, a, topo, config=REFERENCE).makespan)
-        buggy = [baselines.critical_path(g, topo, seed=s, paper_faithful=True).makespan for s in seeds]
+        fixed, env, buggy = (list(v) for v in zip(*(found[(name, d, s)] for s in seeds)))
         sf, smin, smean = STUDY_CP[name]
         print(f"  {name:<24}{np.mean(fixed):>11.2f}{sf:>9.2f}   {np.min(env):>13.2f} / {np.mean(env):<12.2f}"
               f"{smin:>8.2f} / {smean:<8.2f}  {np.min(buggy):>11.2f} / {np.mean(buggy):<10.2f}")
@@ -127,6 +135,8 @@ def main() -> None:
     parser.add_argument("--cp-sat-seconds", type=float, default=10.0, help="CP-SAT time limit per graph [s]")
     parser.add_argument("--cp-seeds", type=int, default=20, help="tie-break seeds of the critical-path study")
     parser.add_argument("--search-seeds", type=int, default=5, help="seeds of the chainmm search run")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="run Part 2's (graph, seed) cells as Ray tasks (no ADDRESS: a local instance)")
     args = parser.parse_args()
     if args.quick:
         args.search_seconds, args.cp_sat_seconds, args.cp_seeds, args.search_seeds = 3.0, 5.0, 5, 2
