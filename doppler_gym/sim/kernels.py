@@ -473,6 +473,10 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             batches keep makespans only, and :class:`~doppler_gym.sim.trace.Trace` divides lazily).
         ws: workspace from :func:`alloc_workspace`.
 
+    With ``meta[Meta.STRAGGLERS]`` an op's end and each hop's end integrate their work over the
+    device's or link's piecewise-constant speed profile (:func:`_advance`, :func:`_hop_end`,
+    :mod:`doppler_gym.sim.stragglers`); without, the times are the formulas above, unchanged.
+
     Returns:
         The makespan (largest op end), divided by the time divisor; ``-2.0`` in fixed mode when the
         order deadlocks (a device's next op can never become ready).
