@@ -5,7 +5,10 @@ schedulers with ``round_s``, round ticks (every ``round_s`` while some job waits
 a new order could not change the allocation). Between two events every running job advances along its
 work timeline (:mod:`doppler_gym.cluster.failures`) at its speed (1 alone, the interference fraction
 when it shares a GPU). At each event the scheduler orders the active jobs and the engine allocates
-GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules).
+GPUs in that order (see :mod:`doppler_gym.cluster.schedulers` for the rules), or an external decision
+maker (the env) sends an :class:`~doppler_gym.cluster.schedulers.Allocation` through :func:`decisions`.
+A job started again after a preemption, a migration or an elastic resize first restores its checkpoint
+for ``preemption_cost`` seconds, holding its GPUs without progress.
 
 Stragglers: a GPU of the failure model's slow periods runs every job on it at ``straggler_speed``
 of its pace (a synchronous job at its slowest GPU's pace).

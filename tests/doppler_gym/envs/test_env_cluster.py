@@ -118,9 +118,9 @@ def test_fifo_through_the_simple_env_reproduces_run_fifo(n_jobs):
 
 
 def test_las_acted_out_through_preemptions_reproduces_run_las_with_a_preemption_cost():
-    trace = C.traces.generate(30, seed=4, mean_interarrival=120.0)
+    trace = C.traces.generate(20, seed=5, mean_interarrival=120.0)
     cluster = C.Cluster.uniform(1, 8)
-    env = ClusterEnv(trace, cluster, max_jobs=30, round_s=60.0, preemption_cost=45.0)
+    env = ClusterEnv(trace, cluster, max_jobs=20, round_s=60.0, preemption_cost=45.0)
     _, actions, info = _rollout(env, _las_policy(env, 8))
     ref = C.run(trace, cluster, "las", seed=0, preemption_cost=45.0)
     np.testing.assert_allclose(info["result"].jobs["completion"], ref.jobs["completion"], rtol=1e-12)
