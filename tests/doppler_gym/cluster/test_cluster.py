@@ -133,8 +133,9 @@ def test_heavy_tailed_trace_srtf_beats_las_and_tiresias_beat_fifo_on_average_jct
     assert max(jct["las"], jct["tiresias"]) < jct["fifo"], jct  # seeds 0-3 all hold (e.g. 11k, 16k, 18k, 30k s)
 
 
-def test_gpu_sharing_raises_utilisation_on_small_jobs():
-    small = C.traces.generate(300, seed=1, mean_interarrival=20.0, gpu_counts=(1,), gpu_probs=(1.0,),
+@pytest.mark.parametrize("seed", [1, 4])  # seeds 1-5: utilisation 0.89-0.95 -> 1.15-1.25
+def test_gpu_sharing_raises_utilisation_on_small_jobs(seed):
+    small = C.traces.generate(300, seed=seed, mean_interarrival=20.0, gpu_counts=(1,), gpu_probs=(1.0,),
                               median_duration=600.0, duration_sigma=0.5)
     cluster = C.Cluster.uniform(2, 8)
     model = C.ParametricInterference(0.68)
