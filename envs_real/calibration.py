@@ -45,6 +45,7 @@ from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.estimate import EstimatedSchedule
 from doppler_gym.topology.types import Topology
 from envs_real.backend import RealBackend
+from envs_real.estimate import PROGRESS_AFTER_S
 from envs_real.materialize import Materialized, torch_dtype
 
 CPU_TRANSFER_SIZES = (4e3, 64e3, 1e6, 4e6)  # [B] default probe sizes on CPU
@@ -166,7 +167,9 @@ def calibrate(
     phys = be.devices.mapping(n_dev)
     # every op alone (reps + 1 times), then warm-up and measured runs on one device: all serial
     runs = reps + 1 + be.warmup + be.repeats
-    be.check(be.estimate(graph, n_dev, None, runs), graph, where="calibrate (profiles every op, then one device)")
+    est = be.estimate(graph, n_dev, None, runs)
+    be.check(est, graph, where="calibrate (profiles every op, then one device)")
+    progress = be.progress is True or (be.progress == "auto" and est.seconds > PROGRESS_AFTER_S)
     mat = be.materialized(graph)
     notes = [f"calibrated on {be.devices.describe(n_dev)}"]
     if be.devices.kind == "cpu":
@@ -174,7 +177,7 @@ def calibrate(
             "CPU: worker threads share the cores and the GIL, so concurrent ops run slower than profiled; "
             "CPU timings are not GPU timings"
         )
-    op_time = profile_ops(mat, phys[0], reps=reps, intra_op_threads=be.intra_op_threads)
+    op_time = profile_ops(mat, phys[0], reps=reps, intra_op_threads=be.intra_op_threads, progress=progress)
     # per-op executor overhead: everything on device 0, one lane, FIFO
     single = be.execute(
         graph, Topology.uniform(max(1, n_dev)), np.zeros(graph.n_ops, np.int64), None, SimConfig()
@@ -230,9 +233,10 @@ def calibrate(
 
 
 def profile_ops(
-    mat: Materialized, device: str, reps: int = 5, intra_op_threads: int | None = 1
+    mat: Materialized, device: str, reps: int = 5, intra_op_threads: int | None = 1, progress: bool = False
 ) -> np.ndarray:
-    """``(n_ops,) float64`` median time of each op's kernel run alone on ``device`` [s]."""
+    """``(n_ops,) float64`` median time of each op's kernel run alone on ``device`` [s] (``progress``:
+    a tqdm bar over the ops)."""
     import torch
 
     g = mat.graph
@@ -244,7 +248,12 @@ def profile_ops(
     ctx = torch.cuda.device(device) if cuda else contextlib.nullcontext()
     try:
         with torch.no_grad(), ctx:
-            for v, k in enumerate(mat.kernels):
+            ops = enumerate(mat.kernels)
+            if progress:
+                from tqdm.auto import tqdm
+
+                ops = tqdm(ops, total=g.n_ops, desc=f"profiling the ops of {g.name}", unit="op", leave=False)
+            for v, k in ops:
                 gen = torch.Generator().manual_seed(v)
                 ext = k.external_operands(device)
                 operands = []

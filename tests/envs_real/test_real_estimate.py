@@ -106,6 +106,8 @@ def test_progress_bar_on_request(capsys):
     quiet = RealBackend("cpu:2", repeats=2, warmup=0)  # "auto": a run this small shows none
     quiet.execute(w.graph, dg.Topology.uniform(2), np.zeros(w.graph.n_ops, np.int64))
     assert "real runs of" not in capsys.readouterr().err
+    envs_real.calibrate(w.graph, backend=be, n_devices=2, reps=1)  # calibration: a bar over the profiled ops
+    assert "profiling the ops of" in capsys.readouterr().err
 
 
 def test_cpu_monitor_reports_unavailable_with_reason():
