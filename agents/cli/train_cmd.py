@@ -94,6 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="torch device (default auto)")
     p.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard logs")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="collect the sim stage's rollouts on Ray, one actor per env: no ADDRESS = a Ray instance on "
+                   "this machine, auto = the cluster `ray start` joined, HOST:6379 = that head node (needs "
+                   "pip install 'doppler-gym[ray]'; same seeds, same run)")
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
 
@@ -145,6 +149,13 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
     else:
         graph = common.graph_from_args(args)  # validates the name early, with the CLI's hints
         config = common.config_from_args(args, graph)
+    if args.ray is not None:  # before any stage runs: a clear message when Ray is missing
+        from doppler_gym.parallel import import_ray
+
+        try:
+            import_ray("--ray")
+        except ImportError as exc:  # the CLI prints a ValueError as one line, exit status 2
+            raise ValueError(str(exc)) from None
     episodes = parse_episodes(args.episodes)
     fields: dict[str, Any] = {
         "graph": args.graph, "graph_params": common.parse_params(args.param), "devices": args.devices,
@@ -159,7 +170,7 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
         "real_env_id": args.real_env, "real_env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
         "sample_decodes": args.sample_decodes, "baseline_seconds": args.baseline_seconds,
         "checkpoint_minutes": args.checkpoint_minutes, "device": args.device, "tensorboard": not args.no_tensorboard,
-        "progress": not args.no_progress,
+        "progress": not args.no_progress, "ray_address": args.ray,
     }
     if args.il_teacher is not None:  # else the recipe's
         fields["il_teacher"] = args.il_teacher

@@ -199,6 +199,12 @@ class TrainArgs:
     """Extra keyword arguments of the stage-3 env (``devices="cuda:0,1,2,3"``, ``repeats=3``, ...;
     a ``sim_config`` given as a dict of SimConfig fields becomes a SimConfig)."""
 
+    # --- distributed rollouts
+    ray_address: str | None = None
+    """Ray cluster of the sim stage's PPO rollouts (one Ray actor per env, :mod:`agents.distributed`):
+    ``"local"`` (a Ray instance on this machine), ``"auto"`` (the cluster ``ray start`` joined) or
+    ``HOST:6379``; None = the envs run in this process. Same seeds, same run either way."""
+
     # --- evaluation, logging, checkpoints
     eval_every_episodes: int = 20
     """Greedy decode in the simulator every this many training episodes (logged); 0 = off."""
@@ -319,6 +325,9 @@ class TrainArgs:
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {v!r}")
         if self.sample_decodes < 0:
             raise ValueError(f"sample_decodes must be >= 0, got {self.sample_decodes}")
+        if self.ray_address is not None and (self.algo != "ppo" or "sim" not in self.stages):
+            raise ValueError("ray_address (--ray) moves the sim stage's PPO rollouts to Ray: give algo='ppo' and a "
+                             "sim stage, or leave it unset")
 
     def episodes(self, stage: str) -> int | None:
         """The episode count set for ``stage`` (None = not set)."""

@@ -20,9 +20,14 @@ from agents.training.summary import write_summary
 
 
 def make_stage(name: str, args: TrainArgs) -> Stage:
-    """The stage object of ``name``: imitation for ``il``, else MaskablePPO or REINFORCE (``args.algo``)."""
+    """The stage object of ``name``: imitation for ``il``, else MaskablePPO or REINFORCE (``args.algo``);
+    with ``args.ray_address``, the sim stage's MaskablePPO collects its rollouts on Ray."""
     if name == "il":
         return ImitationStage()
+    if args.ray_address is not None and name == "sim" and args.algo == "ppo":  # rollouts on Ray (--ray)
+        from agents.distributed.ray_train import RayPPOStage
+
+        return RayPPOStage(name)
     return PPOStage(name) if args.algo == "ppo" else ReinforceStage(name)
 
 
