@@ -173,9 +173,9 @@ def calibrate(
     mat = be.materialized(graph)
     notes = [f"calibrated on {be.devices.describe(n_dev)}"]
     if be.devices.kind == "cpu":
+        who = "rank processes share the cores" if be.devices.dist else "worker threads share the cores and the GIL"
         notes.append(
-            "CPU: worker threads share the cores and the GIL, so concurrent ops run slower than profiled; "
-            "CPU timings are not GPU timings"
+            f"CPU: {who}, so concurrent ops run slower than profiled; CPU timings are not GPU timings"
         )
     op_time = profile_ops(mat, phys[0], reps=reps, intra_op_threads=be.intra_op_threads, progress=progress)
     # per-op executor overhead: everything on device 0, one lane, FIFO
