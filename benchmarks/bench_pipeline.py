@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_pipeline.py                      # p=4, m=8, cap = 1F1B's peak
     python benchmarks/bench_pipeline.py --evals 4000 --seed 1
+    python benchmarks/bench_pipeline.py --formulas           # bubble / work of each schedule vs its formula
 
 One training iteration of a 4-stage pipeline (``dg.workloads.build("pipeline", ...)``: 8 Llama layers of
 d_model 1024, 4 sequences of 2048 tokens per microbatch, bf16, Adam state as persistent memory) on
@@ -69,11 +70,30 @@ def search(w, topo, config, evals: int, seed: int) -> tuple[list[list[int]], flo
     return best, best_cost, evals
 
 
+def formula_table() -> None:
+    """Unit costs, no communication: simulated bubble / work of each schedule next to its published formula."""
+    print("| schedule | p | m | v | makespan | bubble / work (simulated) | formula |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for s, v, name in [("gpipe", 1, "(p-1)/m"), ("1f1b", 1, "(p-1)/m"), ("interleaved", 2, "(p-1)/(vm)"),
+                       ("interleaved", 4, "(p-1)/(vm)"), ("zb-h1", 1, "(p-1)/(3m)")]:
+        for p, m in [(4, 8), (8, 32)]:
+            w = dg.workloads.build("pipeline", stages=p, microbatches=m, schedule=s, chunks=v, unit_costs=True)
+            tr = dg.simulate(w.graph, w.assignment, topology=p, priorities=w.priorities, config=w.config)
+            busy = tr.device_busy.max()
+            formula = (p - 1) / (m * (v if s == "interleaved" else 3 if s == "zb-h1" else 1))
+            print(f"| {s} | {p} | {m} | {v} | {tr.makespan:g} | {(tr.makespan - busy) / busy:.6f} | "
+                  f"{name} = {formula:.6f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--evals", type=int, default=2000, help="hill-climb evaluations (default 2000)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--formulas", action="store_true", help="print the bubble-formula table and stop")
     args = ap.parse_args()
+    if args.formulas:
+        formula_table()
+        return
     track = dg.SimConfig(queue_order="fixed", memory="track")
     ref = dg.workloads.build("pipeline", schedule="1f1b", split_backward=True, **MODEL)
     base = dg.simulate(ref.graph, ref.assignment, topology=dg.Topology.uniform(4), priorities=ref.priorities,
