@@ -29,11 +29,11 @@ import torch
 from torch import nn
 
 from agents.gnn import N_OP_INPUTS, GraphEncoder, PackedGraphs, pack_graphs
-from agents.paths import PathIndex, path_sums
+from agents.paths import PathIndex, pointer_sums
 from agents.structure import N_STRUCTURE, structure_from_observation
 
 STATIC_INPUTS = ("op_features", "edge_index", "edge_attr")  # what the static part is computed from
-DENSE_PATHS_MAX = 1024  # up to this max_ops, P @ H is a dense (batched) matmul; above, sparse sums
+DENSE_PATHS_MAX = 1024  # up to this max_ops, P @ H is a dense (batched) matmul; above, pointer doubling (O(n))
 _WEIGHTS: dict[tuple[int, str], torch.Tensor] = {}
 
 
@@ -348,22 +348,17 @@ class StaticEncoder(nn.Module):
             mats = paths[0][1].unsqueeze(0) if k == 1 else torch.stack([dense for _, dense in paths])
             sums = torch.bmm(mats.to(h.device, h.dtype), h.view(k, n, -1))  # (K, 2N, h)
             b_sum, t_sum = sums[:, :n].reshape(k * n, -1), sums[:, n:].reshape(k * n, -1)
-        else:  # large graphs: the same sums from the sparse entries
-            offs = [i * n for i in range(k)]
+        else:  # large graphs: the same sums by pointer doubling, O(n log depth) time, O(n h) memory
+            def forest(name: str) -> torch.Tensor:  # (K * N,) pointers of every graph, -1 on padding
+                nxt = np.full(k * n, -1, np.int64)
+                for i, (p, _) in enumerate(paths):
+                    ptr = getattr(p, name)
+                    nxt[i * n : i * n + ptr.size] = np.where(ptr >= 0, ptr + i * n, -1)
+                return torch.from_numpy(nxt)
 
-            def cat(parts: list[np.ndarray]) -> torch.Tensor:
-                return torch.from_numpy(np.concatenate(parts)).to(h.device)
-
-            b_sum = path_sums(
-                cat([p.b_rows + o for (p, _), o in zip(paths, offs)]),
-                cat([p.b_cols + o for (p, _), o in zip(paths, offs)]),
-                h,
-            )
-            t_sum = path_sums(
-                cat([p.t_rows + o for (p, _), o in zip(paths, offs)]),
-                cat([p.t_cols + o for (p, _), o in zip(paths, offs)]),
-                h,
-            )
+            real = packed.valid.reshape(k * n, 1).to(h.dtype)  # padding rows sum nothing
+            b_sum = pointer_sums(forest("b_next"), h) * real
+            t_sum = pointer_sums(forest("t_next"), h) * real
         return h, b_sum, t_sum, packed
 
     def compute(

@@ -94,13 +94,18 @@ _EPS = 1e-6
 
 def _zscore(x: th.Tensor, mask: th.Tensor, dim: int) -> th.Tensor:
     """``x`` z-scored along ``dim`` over the entries where ``mask`` (broadcast on the last axis) is 1
-    (population std; entries outside the mask are not zeroed: callers only read masked ones)."""
-    m = mask.unsqueeze(-1).to(x.dtype)
+    (population std; entries outside the mask are not zeroed: callers only read masked ones).
+
+    Statistics in float64, two-pass (``mean((x - mean)^2)``), cast back to ``x``'s dtype: in float32,
+    ``E[x^2] - mean^2`` over entries that are (nearly) equal, as ready ops of layered graphs often
+    are, is rounding noise that ``/ (std + 1e-6)`` amplifies to O(1) inputs, which then depended on the
+    padding size and the summation order (agents.decode computes the same numbers without padding)."""
+    x64 = x.double()
+    m = mask.unsqueeze(-1).to(th.float64)
     count = m.sum(dim, keepdim=True).clamp_min(1.0)
-    xm = x * m
-    mean = xm.sum(dim, keepdim=True) / count
-    var = ((xm * x).sum(dim, keepdim=True) / count - mean * mean).clamp_min(0.0)
-    return (x - mean) / (var.sqrt() + _EPS)
+    mean = (x64 * m).sum(dim, keepdim=True) / count
+    var = (((x64 - mean) * m) ** 2).sum(dim, keepdim=True) / count
+    return ((x64 - mean) / (var.sqrt() + _EPS)).to(x.dtype)
 
 
 @dataclass
