@@ -1,0 +1,154 @@
+"""agents.decode: the direct decode against stepping Doppler-Sim-v0 with the same policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import doppler_gym as dg
+from agents.decode import TIE_ATOL, DirectDecoder, NumpyHeads, decode, instance_context
+from agents.policy import DopplerPolicy
+from agents.training.rollout import decode as env_decode
+from doppler_gym.envs.context import build_context
+from doppler_gym.sim.estimate import EstimatedSchedule
+from tests.agents.policy_helpers import make_env, random_dag
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def sharp_policy(env, seed: int = 0, **kwargs) -> DopplerPolicy:
+    """A random DopplerPolicy whose scores spread over the clip range (the init's last layers have
+    gain 0.01, which would leave every score near 0)."""
+    torch.manual_seed(seed)
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, **kwargs)
+    with torch.no_grad():
+        for head in (policy.sel_head, policy.plc_head):
+            head.tail[-1].weight.mul_(300.0)
+    policy.set_training_mode(False)
+    return policy
+
+
+CASES = [  # distinct random costs: no two ops or devices tie, so the greedy actions are unique
+    (random_dag(14, seed=0), 2, {}),
+    (random_dag(16, edge_prob=0.2, seed=1), 3, {"plc_affinity": True}),
+    (random_dag(12, edge_prob=0.5, seed=2), 4, {"id_features": 4}),
+    (random_dag(18, edge_prob=0.3, seed=3), "p100x4", {"plc_affinity": True}),
+]
+
+
+@pytest.mark.parametrize("graph, topology, kwargs", CASES)
+def test_greedy_decode_takes_the_env_greedy_actions(graph, topology, kwargs):
+    env = make_env(graph=graph, topology=topology)
+    policy = sharp_policy(env, **kwargs)
+    info = env_decode(policy, env, greedy=True, seed=0)
+    g = env.unwrapped.graph
+    out = decode(policy, g, topology, samples=2, seed=3)
+    np.testing.assert_array_equal(out.orders[0], info["order"])
+    np.testing.assert_array_equal(out.assignments[0], info["assignment"])
+    assert out.estimated[0] == pytest.approx(info["estimated_makespan"], rel=1e-12)
+    # a policy taken to other padding sizes (8 devices) decodes the same: no weight depends on them
+    env8 = make_env(graph=graph, topology=topology, max_devices=8, max_ops=g.n_ops + 5)
+    out8 = decode(policy.transfer_to(env8), g, topology)
+    np.testing.assert_array_equal(out8.assignments[0], info["assignment"])
+
+
+@pytest.mark.parametrize("graph, topology", [("paper/chainmm", 4), (dg.workloads.make("ffnn", layers=2), "p100x4")])
+def test_every_greedy_action_is_an_argmax_of_the_env_scores_on_symmetric_graphs(graph, topology):
+    # chainmm and ffnn have ops (and empty devices) with identical inputs: their scores tie exactly in
+    # exact arithmetic, and the env's float32 matmuls break those ties by rounding noise that depends
+    # on the row's position in the batch. So replay the direct decode in the env and check that each
+    # action scores within TIE_ATOL of the env's best valid action.
+    env = make_env(graph=graph, topology=topology)
+    policy = sharp_policy(env, plc_affinity=True)
+    obs, _ = env.reset(seed=0)
+    out = decode(policy, env.unwrapped.graph, topology)
+    n_max = env.unwrapped.max_ops
+    actions = []
+    for v in out.orders[0]:
+        actions += [int(v), n_max + int(out.assignments[0][v])]
+    gaps = []
+    for a in actions:
+        with torch.no_grad():
+            scores = policy.action_logits(obs)[0].double().numpy()
+        valid = obs["action_mask"].astype(bool)
+        gaps.append(scores[valid].max() - scores[a])
+        assert valid[a]
+        obs, _, terminated, _, info = env.step(a)
+    assert terminated and max(gaps) <= TIE_ATOL
+    assert out.estimated[0] == pytest.approx(info["estimated_makespan"], rel=1e-12)
+
+
+def test_sampled_rows_are_valid_seeded_and_their_estimate_replays():
+    graph = random_dag(15, seed=4)
+    env = make_env(graph=graph, topology=3)
+    policy = sharp_policy(env, seed=1)
+    a = decode(policy, graph, 3, samples=6, greedy=False, seed=7)
+    b = decode(policy, graph, 3, samples=6, greedy=False, seed=7)
+    c = decode(policy, graph, 3, samples=6, greedy=False, seed=8)
+    np.testing.assert_array_equal(a.assignments, b.assignments)
+    np.testing.assert_array_equal(a.orders, b.orders)
+    assert not np.array_equal(a.orders, c.orders) or not np.array_equal(a.assignments, c.assignments)
+    assert len({tuple(r) for r in a.assignments}) > 1  # sharp but not deterministic
+    pos = np.empty(graph.n_ops, np.int64)
+    for row in range(6):
+        order, assignment = a.orders[row], a.assignments[row]
+        pos[order] = np.arange(graph.n_ops)
+        assert np.all(pos[graph.src] < pos[graph.dst])  # a topological order
+        assert assignment.min() >= 0 and assignment.max() < 3
+        es = EstimatedSchedule(graph, dg.Topology.uniform(3), dg.instances.default_config(graph), "fixed")
+        for v in order:
+            es.place(int(v), int(assignment[v]))
+        assert a.estimated[row] == pytest.approx(es.makespan / dg.SimConfig.reference().time_divisor, rel=1e-12)
+        # plc_probs: a distribution per op, largest where a near-deterministic policy put it
+        np.testing.assert_allclose(a.plc_probs[row].sum(1), 1.0, rtol=1e-5)
+
+
+def test_sampling_follows_the_policy_distribution():
+    # one op per step is sampled from softmax(scores): on a graph of independent ops with 2 devices,
+    # the share of samples that put op 0 first must match the policy's first-step SEL softmax
+    graph = dg.DataflowGraph(src=np.zeros(0, np.int64), dst=np.zeros(0, np.int64),
+                             flops=np.array([1.0, 2.0, 3.0]), out_bytes=np.ones(3), name="three", units="paper")
+    env = make_env(graph=graph, topology=2)
+    torch.manual_seed(0)
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3)
+    with torch.no_grad():
+        policy.sel_head.tail[-1].weight.mul_(60.0)
+    policy.set_training_mode(False)
+    obs, _ = env.reset(seed=0)
+    with torch.no_grad():
+        logits = policy.action_logits(obs)[0, :3].double()
+    want = torch.softmax(logits, 0).numpy()
+    out = decode(policy, graph, 2, samples=3000, greedy=False, seed=0)
+    got = np.bincount(out.orders[:, 0], minlength=3) / 3000
+    np.testing.assert_allclose(got, want, atol=0.03)  # 3000 draws: std <= 0.009
+
+
+def test_instance_context_equals_build_context():
+    for graph, topo in ((random_dag(10, seed=3), dg.Topology.uniform(3)),
+                        (dg.workloads.make("ffnn", layers=2), dg.Topology.preset("p100x4"))):
+        config = dg.instances.default_config(graph)
+        a, b = instance_context(graph, topo, config), build_context(graph, topo, config)
+        for name in ("op_features", "edge_attr", "device_static", "in_degree", "comp", "comm"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert (a.scale, a.graph_id, a.succ, a.time_divisor) == (b.scale, b.graph_id, b.succ, b.time_divisor)
+
+
+def test_numpy_heads_refuse_a_policy_they_do_not_implement():
+    env = make_env(graph=random_dag(6, seed=0), topology=2)
+    policy = sharp_policy(env)
+    NumpyHeads(policy)  # the real architecture passes its own check
+    policy.plc_head.tail[0] = torch.nn.ReLU()
+    with pytest.raises(TypeError, match="update its numpy heads"):
+        NumpyHeads(policy)
+
+
+def test_bad_inputs_are_clear_errors():
+    env = make_env(graph=random_dag(6, seed=0), topology=2)
+    policy = sharp_policy(env)
+    with pytest.raises(TypeError, match="DopplerPolicy"):
+        decode(object(), random_dag(6, seed=0), 2)
+    with pytest.raises(ValueError, match="nothing to decode"):
+        decode(policy, random_dag(6, seed=0), 2, greedy=False, samples=0)
+    with pytest.raises(ValueError, match="samples"):
+        DirectDecoder(policy, random_dag(6, seed=0), 2).run(samples=-1)
