@@ -1,0 +1,255 @@
+"""``agents.place``: a placement of a graph from a learned policy, alone or guiding a search.
+
+``place(graph, devices=4)`` decodes the shipped pre-trained :class:`~agents.policy.DopplerPolicy`
+greedily (:mod:`agents.decode`, linear cost) and simulates the placement under the graph's default
+config. ``search_seconds=S > 0`` spends ``S`` seconds of wall clock in total on a policy-guided
+search:
+
+1. decode the greedy placement and ``samples`` sampled ones (one lockstep decode);
+2. add the usual heuristic starts (critical path, HEFT, round robin), so the search never starts
+   worse than plain :func:`~doppler_gym.baselines.local_search`;
+3. run :func:`~doppler_gym.baselines.local_search` from the best of all of them, for the rest of
+   the budget, with the policy's PLC probabilities as the move proposal (those of the best decoded
+   placement; when a heuristic start wins, the decoded probabilities with their devices relabelled
+   to agree most with that start).
+
+Same seed and ``max_evals`` (with an unbounded time) give the same placement.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from doppler_gym.baselines.common import finish
+from doppler_gym.baselines.critical_path import critical_path
+from doppler_gym.baselines.heft import heft
+from doppler_gym.baselines.local_search import default_starts, local_search
+from doppler_gym.baselines.types import Placement
+from doppler_gym.instances import default_config, resolve_graph, resolve_topology
+from doppler_gym.topology.types import Topology
+
+DEFAULT_DEVICES = 4
+SAMPLE_OPS = 40_000  # default samples: min(MAX_SAMPLES, SAMPLE_OPS // n_ops), at least 1 (decode time ~ K n)
+MAX_SAMPLES = 16
+PROPOSAL_SHARE = 0.5  # share of the search's moves drawn from the policy's proposal
+
+
+@dataclass(frozen=True)
+class PlaceResult:
+    """The placement :func:`place` returns.
+
+    Attributes:
+        makespan: simulated makespan under ``config`` [``time_unit``].
+        assignment: ``(n_ops,) int64`` device of each op.
+        order: ``(n_ops,) int64`` the op order (SEL order of a decode, the start's order after a
+            search); its ranks are the priorities under ``queue_order="priority"``.
+        seconds: wall clock of the placement (decode and search) [s]; neither loading torch and the
+            policy (``info["load_seconds"]``) nor the reference baselines count.
+        method: ``"greedy"`` (the policy's decode) or ``"search"`` (policy-guided local search).
+        graph, n_ops, topology, n_devices, time_unit: the instance.
+        policy: where the policy came from (``"pretrained"``, a checkpoint path, or ``"object"``).
+        search_seconds: the budget asked for [s].
+        seed: the seed.
+        baselines: reference makespans ``{"critical_path": .., "heft": ..}`` (empty when not asked).
+        info: details (``decode_seconds``, ``samples``, ``start``, ``evals``, ...).
+    """
+
+    makespan: float
+    assignment: np.ndarray
+    order: np.ndarray
+    seconds: float
+    method: str
+    graph: str
+    n_ops: int
+    topology: str
+    n_devices: int
+    time_unit: str
+    policy: str
+    search_seconds: float
+    seed: int
+    baselines: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (lists and plain numbers)."""
+        return {
+            "graph": self.graph, "n_ops": self.n_ops, "topology": self.topology, "n_devices": self.n_devices,
+            "makespan": self.makespan, "time_unit": self.time_unit, "seconds": self.seconds, "method": self.method,
+            "policy": self.policy, "search_seconds": self.search_seconds, "seed": self.seed,
+            "baselines": dict(self.baselines), "info": _jsonable(self.info),
+            "assignment": self.assignment.tolist(), "order": self.order.tolist(),
+        }
+
+
+def resolve_policy(policy: object, device: str = "cpu") -> tuple[torch.nn.Module, str]:
+    """``(DopplerPolicy, label)`` from ``None`` (the shipped one), a checkpoint path or a policy."""
+    from agents.policy import DopplerPolicy
+
+    if policy is None:
+        from agents import pretrained
+
+        return pretrained.load_policy(device=device), "pretrained"
+    if isinstance(policy, DopplerPolicy):
+        return policy, "object"
+    if isinstance(policy, (str, os.PathLike)):
+        from agents import pretrained
+
+        try:
+            return pretrained.load_policy(device=device, path=policy), str(policy)
+        except (RuntimeError, KeyError) as exc:  # another policy class or architecture
+            raise ValueError(f"checkpoint {str(policy)!r} does not hold a DopplerPolicy this version can load: "
+                             f"{' '.join(str(exc).split())[:200]}") from None
+    raise TypeError(f"policy must be None (the shipped pre-trained policy), a checkpoint path or a DopplerPolicy, "
+                    f"got {type(policy).__name__}")
+
+
+def resolve_devices(devices: object, topology: object) -> Topology:
+    """The topology from ``devices`` (a count) or ``topology`` (a preset name or Topology), not both."""
+    if devices is not None and topology is not None:
+        raise ValueError("give devices or topology, not both (devices=N means N identical, fully linked devices)")
+    if topology is not None:
+        return resolve_topology(topology, "topology")
+    if devices is None:
+        return resolve_topology(DEFAULT_DEVICES, "devices")
+    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)):
+        raise TypeError(f"devices must be an integer device count, got {type(devices).__name__}")
+    return resolve_topology(int(devices), "devices")
+
+
+def align_devices(probs: np.ndarray, source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``probs (n, D)`` with its device columns relabelled so that ``source`` (the assignment the
+    probabilities came with) agrees most with ``target``: greedy matching on the ``(D, D)`` count
+    of ops on each (source, target) device pair, largest counts first."""
+    d = probs.shape[1]
+    counts = np.zeros((d, d), np.int64)
+    np.add.at(counts, (source, target), 1)
+    perm = np.full(d, -1)
+    used = np.zeros(d, bool)
+    for flat in np.argsort(-counts, axis=None, kind="stable"):
+        s, t = divmod(int(flat), d)
+        if perm[s] < 0 and not used[t]:
+            perm[s], used[t] = t, True
+    out = np.empty_like(probs)
+    out[:, perm] = probs
+    return out
+
+
+def place(
+    graph: object,
+    *,
+    devices: int | None = None,
+    topology: object = None,
+    policy: object = None,
+    search_seconds: float = 0.0,
+    seed: int = 0,
+    samples: int | None = None,
+    max_evals: int | None = None,
+    reference: bool = True,
+    params: dict[str, object] | None = None,
+) -> PlaceResult:
+    """Place ``graph`` with a learned policy (module docstring).
+
+    Args:
+        graph: a :class:`DataflowGraph`, a paper graph name, a workload name (with ``params``) or a
+            ``.txt``/``.json`` path (:func:`doppler_gym.instances.resolve_graph`).
+        devices: ``N`` identical, fully linked devices (default 4); or
+        topology: a preset name (``"p100x4"``) or a :class:`Topology`.
+        policy: ``None`` = the shipped pre-trained policy (:mod:`agents.pretrained`), a checkpoint
+            path, or a :class:`~agents.policy.DopplerPolicy`.
+        search_seconds: 0 = the policy's greedy decode; ``S > 0``: policy-guided search within
+            ``S`` seconds of wall clock in total, decodes included (once torch and the policy are
+            loaded) [s]; ``inf`` with ``max_evals``: a search bounded by evaluations only.
+        seed: seeds the sampled decodes and the search.
+        samples: sampled decodes used as search starts (default ``min(16, 40000 // n_ops)``, >= 1).
+        max_evals: also stop the search after this many simulations (with a large
+            ``search_seconds``, a result that is the same on every machine).
+        reference: also compute the critical-path and HEFT makespans (``baselines``; not counted in
+            ``seconds``).
+        params: workload generator parameters when ``graph`` is a workload name.
+
+    Returns:
+        A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
+        priorities where the config uses them) under ``default_config(graph)``.
+    """
+    loading = time.perf_counter()
+    from agents.decode import DirectDecoder
+
+    if isinstance(search_seconds, bool) or not isinstance(search_seconds, (int, float, np.integer, np.floating)) \
+            or not search_seconds >= 0:
+        raise ValueError(f"search_seconds must be a number >= 0, got {search_seconds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    g = resolve_graph(graph, params)
+    if g.n_ops == 0:
+        raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
+    topo = resolve_devices(devices, topology)
+    config = default_config(g)
+    net, label = resolve_policy(policy)
+    net.set_training_mode(False)
+    started = time.perf_counter()  # the budget starts once torch and the policy are loaded
+    search = search_seconds > 0
+    if samples is None:
+        samples = max(1, min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)) if search else 0
+    decoder = DirectDecoder(net, g, topo, config)
+    dec = decoder.run(samples=int(samples), greedy=True, seed=seed)
+    decode_seconds = time.perf_counter() - started
+    decoded = [finish("greedy" if r == 0 else "sample", g, topo, config, dec.assignments[r], dec.orders[r], started)
+               for r in range(dec.assignments.shape[0])]
+    best_row = min(range(len(decoded)), key=lambda r: (decoded[r].makespan, r))
+    info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds, "samples": int(samples),
+                            "greedy_makespan": decoded[0].makespan,
+                            "best_decode_makespan": decoded[best_row].makespan}
+    if not search:
+        best: Placement = decoded[0]
+        method = "greedy"
+    else:
+        heuristics = default_starts(g, topo, config, seed)
+        starts = decoded + heuristics
+        start = min(starts, key=lambda p: p.makespan)
+        probs = dec.plc_probs[best_row]
+        if start.name not in ("greedy", "sample"):  # a heuristic won: relabel the proposal to its devices
+            probs = align_devices(probs, dec.assignments[best_row], start.assignment)
+        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "start": start.name,
+                     "start_makespan": start.makespan})
+        left = search_seconds - (time.perf_counter() - started)
+        if left > 0 or max_evals is not None and np.isinf(search_seconds):
+            found = local_search(
+                g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
+                max_evals=max_evals, starts=[start, *[p for p in starts if p is not start]],
+                proposal=probs, proposal_share=PROPOSAL_SHARE,
+            )
+            info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped")})
+            best = found if found.makespan < start.makespan else start
+        else:
+            info.update({"evals": 0, "stopped": "seconds (spent on the starts)"})
+            best = start
+        method = "search"
+    seconds = time.perf_counter() - started
+    baselines: dict[str, float] = {}
+    if reference:
+        baselines = {"critical_path": critical_path(g, topo, config, seed=0).makespan,
+                     "heft": heft(g, topo, config).makespan}
+    return PlaceResult(
+        makespan=best.makespan, assignment=np.asarray(best.assignment), order=np.asarray(best.order),
+        seconds=seconds, method=method, graph=g.name,
+        n_ops=g.n_ops, topology=topo.name, n_devices=topo.n_devices, time_unit=config.time_unit, policy=label,
+        search_seconds=float(search_seconds), seed=int(seed), baselines=baselines, info=info,
+    )
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

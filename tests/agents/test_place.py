@@ -1,0 +1,121 @@
+"""agents.place and `doppler place`: decode, policy-guided search, the JSON, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import doppler_gym as dg
+from agents.decode import decode
+from agents.place import align_devices, place
+from doppler_gym import baselines
+from doppler_gym.baselines.types import rank_of
+from doppler_gym.cli.main import main
+from tests.agents.policy_helpers import make_env
+from tests.agents.test_decode import sharp_policy
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def resimulate(graph: dg.DataflowGraph, topology: object, assignment, order) -> float:
+    """The makespan of a placement under the graph's default config, from scratch."""
+    config = dg.instances.default_config(graph)
+    prio = rank_of(np.asarray(order)) if config.queue_order == "priority" else None
+    topo = dg.instances.resolve_topology(topology)
+    return dg.simulate(graph, np.asarray(assignment), topo, priorities=prio, config=config).makespan
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return dg.workloads.make("random", n_ops=40, levels=8, seed=3)
+
+
+@pytest.fixture(scope="module")
+def policy(graph):
+    return sharp_policy(make_env(graph=graph, topology=3), seed=2, plc_affinity=True)
+
+
+def test_greedy_place_is_the_direct_decode_and_resimulates_exactly(graph, policy):
+    r = place(graph, devices=3, policy=policy)
+    dec = decode(policy, graph, 3)
+    np.testing.assert_array_equal(r.assignment, dec.assignments[0])
+    np.testing.assert_array_equal(r.order, dec.orders[0])
+    assert r.method == "greedy" and r.policy == "object" and r.n_devices == 3
+    assert r.makespan == resimulate(graph, 3, r.assignment, r.order)
+    assert r.baselines["critical_path"] == baselines.critical_path(graph, 3, seed=0).makespan
+    assert r.baselines["heft"] == baselines.heft(graph, 3).makespan
+
+
+def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
+    kw = dict(topology="p100x4", policy=policy, search_seconds=float("inf"), max_evals=1500, seed=4, samples=5)
+    a, b = place(graph, **kw), place(graph, **kw)
+    np.testing.assert_array_equal(a.assignment, b.assignment)
+    assert a.makespan == b.makespan and a.method == "search"
+    topo = dg.Topology.preset("p100x4")
+    bound = dg.makespan_lower_bound(graph, topo, dg.SimConfig())
+    assert a.info["evals"] == 1500 or (a.info["stopped"] == "lower_bound" and a.makespan == pytest.approx(bound))
+    starts = [a.info["greedy_makespan"], a.info["best_decode_makespan"], *a.info["heuristic_starts"].values()]
+    assert a.makespan <= min(starts)
+    assert set(a.info["heuristic_starts"]) == {"critical_path", "heft", "round_robin"}
+    assert a.info["heuristic_starts"]["heft"] == baselines.heft(graph, topo).makespan
+    assert a.makespan == resimulate(graph, topo, a.assignment, a.order)
+
+
+def test_align_devices_undoes_a_relabelling():
+    rng = np.random.default_rng(0)
+    source = rng.integers(0, 4, 50)
+    perm = np.array([2, 0, 3, 1])  # device s of the source is device perm[s] of the target
+    probs = rng.random((50, 4))
+    out = align_devices(probs, source, perm[source])
+    np.testing.assert_array_equal(out[:, perm], probs)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"devices": 2, "topology": "p100x4"}, ValueError, "not both"),
+    ({"search_seconds": -1.0}, ValueError, "search_seconds"),
+    ({"seed": -3}, ValueError, "seed"),
+    ({"policy": 3}, TypeError, "policy must be"),
+])
+def test_place_argument_errors(graph, policy, kwargs, error, match):
+    kwargs = {"policy": policy, **kwargs}
+    with pytest.raises(error, match=match):
+        place(graph, **kwargs)
+
+
+# ---------------------------------------------------------------------------- the command
+def test_place_command_writes_a_placement_that_resimulates_under_the_default_config(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["place", "paper/chainmm", "--devices", "3", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    for key in ("makespan", "assignment", "order", "seconds", "policy", "search_seconds", "baselines"):
+        assert key in data
+    g = dg.load_graph("paper/chainmm")
+    assert data["policy"] == "pretrained" and data["search_seconds"] == 0.0 and data["time_unit"] == "paper"
+    assert data["makespan"] == resimulate(g, 3, data["assignment"], data["order"])
+    assert sorted(data["order"]) == list(range(g.n_ops))
+    assert "makespan" in capsys.readouterr().out
+
+
+def test_place_command_search_on_a_workload_with_params(tmp_path):
+    out = tmp_path / "s.json"
+    assert main(["place", "random", "--param", "n_ops=25", "--param", "levels=4", "--topology", "p100x4",
+                 "--search-seconds", "1", "--samples", "2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    g = dg.workloads.make("random", n_ops=25, levels=4)
+    assert data["method"] == "search" and data["n_devices"] == 4
+    assert data["makespan"] == resimulate(g, "p100x4", data["assignment"], data["order"])
+    assert data["makespan"] <= min(data["info"]["heuristic_starts"].values())
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["place", "no-such-graph"], "unknown graph"),
+    (["place", "paper/chainmm", "--search-seconds", "-1"], "--search-seconds"),
+    (["place", "paper/chainmm", "--policy", "/nonexistent/ckpt.pt"], "does not exist"),
+    (["place", "paper/chainmm", "--devices", "2", "--topology", "p100x4"], "not allowed with"),
+])
+def test_place_command_errors_are_one_line_with_exit_2(argv, match, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert match in err[-1] and err[-1].startswith(("doppler: error:", "usage:", "doppler place: error:"))
