@@ -202,8 +202,8 @@ def place(
     decoded = [finish("greedy" if r == 0 else "sample", g, topo, config, dec.assignments[r], dec.orders[r], started)
                for r in range(dec.assignments.shape[0])]
     best_row = min(range(len(decoded)), key=lambda r: (decoded[r].makespan, r))
-    info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds, "samples": int(samples),
-                            "greedy_makespan": decoded[0].makespan,
+    info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds,
+                            "samples": int(samples), "greedy_makespan": decoded[0].makespan,
                             "best_decode_makespan": decoded[best_row].makespan}
     if not search:
         best: Placement = decoded[0]
