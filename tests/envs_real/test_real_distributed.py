@@ -175,3 +175,32 @@ def test_ranks_launched_by_torchrun_connect_to_the_controller(workload):
         if proc is not None:
             out = proc.communicate(timeout=30.0)[0].decode(errors="replace")
     assert proc.returncode == 0, out[-2000:]
+
+
+KILLED_CONTROLLER = """
+import time
+from envs_real.devices import parse_devices
+from envs_real.distributed import get_group
+group = get_group(parse_devices("gloo:2")).start()
+print(" ".join(str(p) for p in group.pids), flush=True)
+time.sleep(600)
+"""
+
+
+def test_ranks_exit_when_their_controller_is_killed():
+    """SIGKILL leaves no atexit handler to run: the ranks notice the controller is gone and exit."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CONTROLLER], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        line = proc.stdout.readline().decode()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2 and all(not gone(p) for p in pids), f"the group did not start: {line!r}"
+    finally:
+        proc.kill()
+        proc.wait(30.0)
+        proc.stdout.close()
+    deadline = time.perf_counter() + 15.0
+    while time.perf_counter() < deadline and not all(gone(p) for p in pids):
+        time.sleep(0.1)
+    assert all(gone(p) for p in pids), "rank processes outlived their killed controller"
