@@ -5,6 +5,8 @@ Names load lazily, so ``import agents`` is cheap; torch is imported on first use
 - ``DopplerPolicy`` (``agents.policy``): an sb3-contrib ``MaskableActorCriticPolicy`` for ``MaskablePPO``;
 - ``DopplerExtractor`` (``agents.policy``): the features extractor (GNN, critical-path contexts);
 - ``TrainArgs``, ``Trainer`` (``agents.training``): the three-stage training (``doppler train``);
+- ``place`` (``agents.placer``): place a graph with the shipped pre-trained policy, its greedy decode
+  or a policy-guided search (``doppler place``);
 - ``train_placeto`` (``agents.placeto``), ``train_gdp`` (``agents.gdp``): the learned baselines
   Placeto (one op at a time in topological order) and GDP (one shot, GraphSAGE + attention), each
   returning a ``LearnedResult`` (``agents.learned_result``).
@@ -23,6 +25,7 @@ _LAZY = {
     "train_placeto": "agents.placeto",
     "train_gdp": "agents.gdp",
     "LearnedResult": "agents.learned_result",
+    "place": "agents.placer",
 }
 
 __all__ = sorted(_LAZY)

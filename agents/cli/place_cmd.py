@@ -1,7 +1,7 @@
 """``doppler place GRAPH``: place a graph with the shipped pre-trained policy (or a checkpoint).
 
 ``--search-seconds 0`` (default) is the policy's greedy decode; ``S > 0`` is a policy-guided local
-search within ``S`` seconds of wall clock in total (:func:`agents.place.place`). Prints the makespan
+search within ``S`` seconds of wall clock in total (:func:`agents.placer.place`). Prints the makespan
 beside the critical-path and HEFT heuristics; ``--json OUT`` writes the placement (``makespan``,
 ``assignment``, ``order``, ``seconds``, the policy, the budget, the reference makespans). Torch and
 the policy load only when the command runs.
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                          f"(DIR/checkpoint.pt, DIR/policy_<stage>.pt or DIR) or leave it out for the shipped policy")
     g = common.graph_from_args(args)
     topology = args.topology if args.topology else (args.devices if args.devices is not None else None)
-    from agents.place import place  # torch loads here
+    from agents.placer import place  # torch loads here
 
     result = place(g, topology=topology, policy=args.policy, search_seconds=args.search_seconds, seed=args.seed,
                    samples=args.samples)

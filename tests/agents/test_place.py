@@ -9,7 +9,7 @@ import pytest
 
 import doppler_gym as dg
 from agents.decode import decode
-from agents.place import align_devices, place
+from agents.placer import align_devices, place
 from doppler_gym import baselines
 from doppler_gym.baselines.types import rank_of
 from doppler_gym.cli.main import main

@@ -1,4 +1,4 @@
-"""``agents.place``: a placement of a graph from a learned policy, alone or guiding a search.
+"""``agents.place`` (defined here, in ``agents.placer``): a graph placed by a learned policy, alone or in a search.
 
 ``place(graph, devices=4)`` decodes the shipped pre-trained :class:`~agents.policy.DopplerPolicy`
 greedily (:mod:`agents.decode`, linear cost) and simulates the placement under the graph's default
