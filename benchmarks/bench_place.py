@@ -1,0 +1,195 @@
+"""``doppler place``: the shipped policy's greedy decode and policy-guided search on held-out graphs, and
+decode time and memory against graph size.
+
+Run from the repository root (about 12-15 minutes; every search row is wall-clock bound)::
+
+    python benchmarks/bench_place.py --out out/bench_place            # both parts
+    python benchmarks/bench_place.py --part quality --budgets 2,5      # a smaller grid
+    python benchmarks/bench_place.py --part scale --sizes 250,1000,4000,20000
+
+1. **Quality** (``--part quality``), on graphs outside the policy's training mix (the held-out list
+   of ``agents/pretrained/pretrained.json``: every paper graph, the llama-layer family, random DAGs
+   above 160 ops, the h100x8-nvswitch topology): 4 and 8 devices, the reference model for the paper
+   graphs, topology presets for the rest. Per instance: critical path, HEFT, the policy's greedy
+   decode (and its decode time); then for each budget ``S`` plain ``local_search(seconds=S)`` (from
+   the best of critical path, HEFT, round robin) against ``agents.place(search_seconds=S)`` (the
+   policy's decodes as extra starts, its PLC probabilities as half of the moves), same seed.
+2. **Scale** (``--part scale``): per size (random layered DAGs of width ~25, 4 devices), in a fresh
+   process: the direct decode's time (static part and steps) and the process's peak RSS before and
+   after it; the env decode (``Doppler-Sim-v0`` stepped with the policy, padded observations) up to
+   ``--env-max`` ops for the ratio, in the same process.
+
+Writes ``OUT/results.json`` and prints markdown tables (``--report`` reprints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+QUALITY = (  # (graph spec, topology): held out by agents/pretrained/pretrained.json
+    ("paper/chainmm", 4), ("paper/ffnn", 4), ("paper/llama-layer", 4), ("paper/llama-block", 8),
+    ("llama-layer", "p100x4"), ("llama-layer", "h100x8-nvswitch"),
+    ("random:n_ops=600,levels=30,seed=11", "p100x4"), ("random:n_ops=600,levels=30,seed=11", "h100x8-nvswitch"),
+)
+
+
+def build(spec: str):
+    import doppler_gym as dg
+
+    name, _, params = spec.partition(":")
+    kw = {}
+    for part in filter(None, params.split(",")):
+        k, _, v = part.partition("=")
+        kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
+    return dg.instances.resolve_graph(name, kw or None)
+
+
+def quality(budgets: list[float], seed: int, instances: list[tuple]) -> list[dict]:
+    import doppler_gym as dg
+    from agents import pretrained
+    from agents.placer import place
+
+    policy = pretrained.load_policy()
+    rows = []
+    for spec, topo_spec in instances:
+        g = build(spec)
+        topo = dg.instances.resolve_topology(topo_spec)
+        config = dg.instances.default_config(g)
+        cp = dg.baselines.critical_path(g, topo, config, seed=0).makespan
+        heft = dg.baselines.heft(g, topo, config).makespan
+        greedy = place(g, topology=topo, policy=policy, seed=seed, reference=False)
+        row = {"graph": spec, "n_ops": g.n_ops, "topology": topo.name, "n_devices": topo.n_devices,
+               "unit": config.time_unit, "critical_path": cp, "heft": heft, "greedy": greedy.makespan,
+               "greedy_seconds": greedy.seconds, "search": {}}
+        for s in budgets:
+            t = time.perf_counter()
+            plain = dg.baselines.local_search(g, topo, config, seed=seed, seconds=s)
+            plain_wall = time.perf_counter() - t
+            guided = place(g, topology=topo, policy=policy, search_seconds=s, seed=seed, reference=False)
+            row["search"][str(s)] = {"local_search": plain.makespan, "local_search_wall": plain_wall,
+                                     "guided": guided.makespan, "guided_wall": guided.seconds,
+                                     "guided_start": guided.info.get("start"),
+                                     "guided_evals": guided.info.get("evals"), "plain_evals": plain.info["evals"]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+SCALE_SCRIPT = r"""
+import json, resource, sys, time
+import numpy as np
+import torch
+torch.set_num_threads(1)
+import doppler_gym as dg
+from agents import pretrained
+from agents.decode import DirectDecoder
+n, env_max = int(sys.argv[1]), int(sys.argv[2])
+g = dg.workloads.make("random", n_ops=n, levels=max(4, n // 25), skip_prob=0.0, seed=1)
+policy = pretrained.load_policy()
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t = time.perf_counter()
+dec = DirectDecoder(policy, g, 4)
+out = dec.run()
+total = time.perf_counter() - t
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+row = {"n_ops": n, "n_edges": g.n_edges, "static_seconds": dec.static_seconds, "steps_seconds": out.seconds,
+       "decode_seconds": total, "rss_before_mb": rss0, "rss_peak_mb": rss1}
+if n <= env_max:
+    import gymnasium as gym
+    from agents.training.rollout import decode as env_decode
+    env = gym.make("Doppler-Sim-v0", graph=g, topology=4, disable_env_checker=True)
+    p = policy.transfer_to(env)
+    t = time.perf_counter()
+    info = env_decode(p, env, greedy=True, seed=0)
+    row["env_decode_seconds"] = time.perf_counter() - t
+    row["same_assignment"] = bool(np.array_equal(info["assignment"], out.assignments[0]))
+print(json.dumps(row))
+"""
+
+
+def scale(sizes: list[int], env_max: int) -> list[dict]:
+    rows = []
+    for n in sizes:
+        proc = subprocess.run([sys.executable, "-c", SCALE_SCRIPT, str(n), str(env_max)], capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def report(results: dict) -> None:
+    q = results.get("quality", [])
+    if q:
+        print("\n| graph | ops | topology | critical path | HEFT | greedy (x CP) | decode s |")
+        print("|---|---:|---|---:|---:|---:|---:|")
+        for r in q:
+            print(f"| {r['graph']} | {r['n_ops']} | {r['topology']} | {r['critical_path']:.4g} | {r['heft']:.4g} | "
+                  f"{r['greedy']:.4g} ({r['greedy'] / r['critical_path']:.3f}) | {r['greedy_seconds']:.2f} |")
+        budgets = list(q[0]["search"])
+        print("\n| graph | topology | " + " | ".join(f"LS {b} s | guided {b} s" for b in budgets) + " |")
+        print("|---|---|" + "---:|---:|" * len(budgets))
+        ratios = {b: [] for b in budgets}
+        for r in q:
+            cells = []
+            for b in budgets:
+                s = r["search"][b]
+                ratios[b].append(s["guided"] / s["local_search"])
+                cells.append(f"{s['local_search']:.4g} | {s['guided']:.4g} ({s['guided'] / s['local_search']:.3f})")
+            print(f"| {r['graph']} | {r['topology']} | " + " | ".join(cells) + " |")
+        import math
+        for b in budgets:
+            v = ratios[b]
+            print(f"budget {b} s: guided / local_search geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}, "
+                  f"worst {max(v):.4f}, best {min(v):.4f}")
+    s = results.get("scale", [])
+    if s:
+        print("\n| ops | edges | direct decode s (static + steps) | env decode s | same placement "
+              "| RSS before / peak MB |")
+        print("|---:|---:|---:|---:|---|---:|")
+        for r in s:
+            env = f"{r['env_decode_seconds']:.2f}" if "env_decode_seconds" in r else "-"
+            same = str(r.get("same_assignment", "-"))
+            print(f"| {r['n_ops']} | {r['n_edges']} | {r['decode_seconds']:.2f} ({r['static_seconds']:.2f} + "
+                  f"{r['steps_seconds']:.2f}) | {env} | {same} | {r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="out/bench_place")
+    ap.add_argument("--part", choices=("quality", "scale", "both"), default="both")
+    ap.add_argument("--budgets", default="2,5,20", help="search budgets [s], comma-separated")
+    ap.add_argument("--sizes", default="250,1000,4000,20000")
+    ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
+    args = ap.parse_args()
+    out = Path(args.out)
+    path = out / "results.json"
+    if args.report:
+        report(json.loads(path.read_text()))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    results = json.loads(path.read_text()) if path.exists() else {}
+    if args.part in ("scale", "both"):
+        results["scale"] = scale([int(x) for x in args.sizes.split(",")], args.env_max)
+        path.write_text(json.dumps(results, indent=1))
+    if args.part in ("quality", "both"):
+        import torch
+
+        torch.set_num_threads(1)
+        results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, list(QUALITY))
+        path.write_text(json.dumps(results, indent=1))
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
