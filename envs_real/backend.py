@@ -190,6 +190,10 @@ class RealBackend:
             CPU, a conservative GPU rate on CUDA.
         inject_fault: torch.distributed devices only, for tests and failure drills:
             ``{"op": V, "kind": "raise"}`` makes op ``V`` raise, ``"exit"`` kills its rank's process.
+        p2p: torch.distributed devices only: how transfers are matched, ``"tagged"`` (Gloo: all
+            receives posted up front, matched by op id) or ``"ordered"`` (NCCL ignores tags: each
+            transfer is announced in the control store and received in the sender's order);
+            ``"auto"``: ordered on NCCL, tagged on Gloo.
 
     Attributes:
         name: ``"real"``.
@@ -222,6 +226,7 @@ class RealBackend:
         progress: bool | str = "auto",
         flops_per_s: float | None = None,
         inject_fault: dict | None = None,
+        p2p: str = "auto",
     ) -> None:
         for label, value, lo in (
             ("repeats", repeats, 1),
@@ -273,6 +278,11 @@ class RealBackend:
                 f"torch.distributed devices ('gloo:N', 'nccl'); got {inject_fault!r} with devices {self.devices.spec!r}"
             )
         self.inject_fault = inject_fault
+        if p2p not in ("auto", "tagged", "ordered"):
+            raise ValueError(f"RealBackend: p2p must be 'auto', 'tagged' or 'ordered', got {p2p!r}")
+        if p2p == "tagged" and self.devices.dist == "nccl":
+            raise ValueError("RealBackend: NCCL ignores message tags; use p2p='ordered' (the 'auto' default)")
+        self.p2p = ("ordered" if self.devices.dist == "nccl" else "tagged") if p2p == "auto" else p2p
         self.monitor_interval_s = float(monitor_interval_s)
         self.synthetic_scale = synthetic_scale
         self.seed = int(seed)
@@ -569,6 +579,7 @@ class RealBackend:
             externals=externals,
             intra_op_threads=self.intra_op_threads,
             fault=self.inject_fault,
+            p2p=self.p2p,
         )
         if outputs is not None and results:
             results[-1].outputs = outputs

@@ -204,6 +204,7 @@ class RankGroup:
         externals: dict | None,
         intra_op_threads: int | None,
         fault: dict | None = None,
+        p2p: str = "tagged",
     ) -> tuple[list[RunResult], dict[int, Any] | None]:
         """Run ``graph`` under ``assignment`` ``runs`` times on the ranks.
 
@@ -222,7 +223,7 @@ class RankGroup:
                 assignment=np.asarray(assignment, np.int64), priorities=priorities, order=order, lanes=lanes,
                 runs=runs, timeout_s=timeout_s, keep_outputs=keep_outputs, seed=seed,
                 synthetic_scale=synthetic_scale, externals=externals if send_graph else None,
-                intra_op_threads=intra_op_threads, fault=fault,
+                intra_op_threads=intra_op_threads, fault=fault, p2p=p2p,
             )
             self.store.set(job_key(k, r), pickle.dumps(job))
         if send_graph:

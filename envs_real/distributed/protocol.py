@@ -8,6 +8,7 @@ Keys (``k`` the job number, ``r`` the rank):
 ``result/k/r``      the pickled :class:`RankReply` of rank ``r``
 ``abort/k``         set (to a message) by the first rank whose run failed; the others stop
 ``bye/r``           set by rank ``r`` once it left the group after :data:`STOP`
+``seq/k/n/a/b/i``   ordered transfers: the op whose output is the ``i``-th from rank ``a`` to ``b`` in run ``n``
 ==================  =========================================================================
 """
 
@@ -75,6 +76,9 @@ class RankJob:
         intra_op_threads: torch threads of the rank during the runs.
         fault: fault injection for tests and drills: ``{"op": v, "kind": "raise" | "exit"}`` makes
             op ``v`` raise, or its rank's process exit (code 13) when it would run ``v``.
+        p2p: ``"tagged"`` (Gloo: every ``irecv`` posted at the run's start, matched by tag = op id)
+            or ``"ordered"`` (NCCL, which ignores tags: each transfer announced in the control store,
+            received in the sender's order; :mod:`envs_real.distributed.rank`).
     """
 
     k: int
@@ -92,6 +96,7 @@ class RankJob:
     externals: dict | None
     intra_op_threads: int | None
     fault: dict | None = None
+    p2p: str = "tagged"
 
 
 @dataclass

@@ -44,6 +44,8 @@ class RankExecutor:
         device: the rank's torch device (``"cpu"`` or ``"cuda:i"``).
         aborted: returns the abort message of the current job, or ``None``.
         set_abort: publishes this rank's failure to its peers.
+        post: ``post(key, text)`` sets a control-store key (the ordered transfer protocol).
+        take: ``take(key)`` returns and deletes a control-store key, or ``None`` if it is not set.
     """
 
     def __init__(
@@ -53,10 +55,13 @@ class RankExecutor:
         device: str,
         aborted: Callable[[int], str | None],
         set_abort: Callable[[int, str], None],
+        post: Callable[[str, str], None] | None = None,
+        take: Callable[[str], str | None] | None = None,
     ) -> None:
         self.rank, self.world, self.device = rank, world, device
         self.backend = "nccl" if device.startswith("cuda") else "gloo"
         self.aborted, self.set_abort = aborted, set_abort
+        self.post, self.take = post, take
 
     def run_job(self, job: RankJob, mat: Materialized) -> list[RankRun]:
         """All runs of ``job`` (stops after the first failed run)."""
@@ -75,7 +80,7 @@ class RankExecutor:
                 self._barrier(dist)
                 t0 = time.perf_counter()
                 keep = job.keep_outputs and r == job.runs - 1
-                run = _Run(self, job, mat, placed, mine, ext, keep, t0).run()
+                run = _Run(self, job, mat, placed, mine, ext, keep, t0, r).run()
                 runs.append(run)
                 if run.error is not None:
                     break
@@ -91,9 +96,18 @@ class RankExecutor:
             dist.barrier()
 
 
+def seq_key(k: int, run: int, src: int, dst: int, i: int) -> str:
+    """Control-store key of the ``i``-th transfer from rank ``src`` to rank ``dst`` (ordered protocol)."""
+    return f"seq/{k}/{run}/{src}/{dst}/{i}"
+
+
 class _Run:
-    def __init__(self, ex: RankExecutor, job: RankJob, mat, placed: PlacedGraph, mine, ext, keep, t0) -> None:
+    def __init__(self, ex: RankExecutor, job: RankJob, mat, placed: PlacedGraph, mine, ext, keep, t0, r=0) -> None:
         self.ex, self.job, self.mat, self.placed = ex, job, mat, placed
+        self.run_index = r
+        self.ordered = job.p2p == "ordered"
+        self.send_locks = [threading.Lock() for _ in range(ex.world)]
+        self.send_count = [0] * ex.world
         self.mine, self.ext, self.keep = mine, ext, keep
         self.out = RankRun(t_barrier=t0)
         self.deadline = None if job.timeout_s is None else t0 + float(job.timeout_s)
@@ -120,13 +134,22 @@ class _Run:
             for v in self.mine:
                 if self.waiting[v] == 0:
                     self._ready(v)
+        per_source: dict[int, int] = {}
         for u in range(g.n_ops):  # every input this rank needs from another rank, once per producer
             if int(self.placed.device[u]) != rank and rank in self.placed.remote[u]:
-                k = self.mat.kernels[u]
-                buf = torch.empty(k.out_shape, dtype=torch_dtype(k.dtype), device=self.ex.device)
+                src = int(self.placed.device[u])
                 with self.lock:
                     self.recvs[u] = None
-                self._watch(dist.irecv(buf, src=int(self.placed.device[u]), tag=u), self._received, u, buf)
+                if self.ordered:
+                    per_source[src] = per_source.get(src, 0) + 1
+                    continue
+                k = self.mat.kernels[u]
+                buf = torch.empty(k.out_shape, dtype=torch_dtype(k.dtype), device=self.ex.device)
+                self._watch(dist.irecv(buf, src=src, tag=u), self._received, u, buf)
+        for src, count in per_source.items():  # ordered: one receiver thread per source rank
+            threading.Thread(
+                target=self._ordered_receiver, args=(src, count), name=f"envs_real-recv{src}", daemon=True
+            ).start()
         threads = [
             threading.Thread(target=self._lane, name=f"envs_real-rank{rank}-lane{i}", daemon=True)
             for i in range(max(1, int(self.job.lanes)))
@@ -170,6 +193,39 @@ class _Run:
             out.outputs = {v: self.values[v].detach().to("cpu") for v in self.mine}
         self.values.clear()
         return out
+
+    def _ordered_receiver(self, src: int, count: int) -> None:
+        """Ordered protocol (NCCL matches point-to-point messages by order, not by tag): receive the
+        ``count`` transfers from ``src`` one after the other, each announced in the control store
+        (:func:`seq_key`: which op's output comes next) before its ``isend`` was posted."""
+        import torch
+        import torch.distributed as dist
+
+        cuda = self.ex.device.startswith("cuda")
+        stream = torch.cuda.Stream(self.ex.device) if cuda else None
+        for i in range(count):
+            key = seq_key(self.job.k, self.run_index, src, self.ex.rank, i)
+            delay = 1e-4
+            while (text := self.ex.take(key)) is None:
+                if self.stop:
+                    return
+                time.sleep(delay)
+                delay = min(2e-3, delay * 1.5)
+            u = int(text)
+            k = self.mat.kernels[u]
+            buf = torch.empty(k.out_shape, dtype=torch_dtype(k.dtype), device=self.ex.device)
+            try:
+                work = dist.irecv(buf, src=src, tag=0)
+                if cuda:  # wait() orders our stream after NCCL's; synchronising it waits for the data
+                    with torch.cuda.stream(stream):
+                        work.wait()
+                    stream.synchronize()
+                else:
+                    work.wait()
+            except Exception as exc:  # noqa: BLE001  a peer died or the group broke
+                self._received(u, buf, time.perf_counter(), exc)
+                return
+            self._received(u, buf, time.perf_counter(), None)
 
     def _watch(self, work: Any, callback: Callable, *args: Any) -> None:
         """Call ``callback(*args, time, exception)`` when ``work`` completes. Gloo's send/recv works
@@ -301,8 +357,17 @@ class _Run:
                 with self.lock:
                     self.sends_pending += len(placed.remote[v])
                 for e in placed.remote[v]:
-                    self.out.sent[(v, e)] = time.perf_counter()
-                    self._watch(dist.isend(payload, dst=e, tag=v), self._sent, v, e, payload)
+                    if self.ordered:  # announce, then send, atomically per destination
+                        with self.send_locks[e]:
+                            i = self.send_count[e]
+                            self.send_count[e] += 1
+                            self.ex.post(seq_key(self.job.k, self.run_index, rank, e, i), str(v))
+                            self.out.sent[(v, e)] = time.perf_counter()
+                            work = dist.isend(payload, dst=e, tag=0)
+                    else:
+                        self.out.sent[(v, e)] = time.perf_counter()
+                        work = dist.isend(payload, dst=e, tag=v)
+                    self._watch(work, self._sent, v, e, payload)
                 with self.lock:
                     self.out.start[v], self.out.end[v] = start, end
                     self.values[v] = result

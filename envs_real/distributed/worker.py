@@ -101,7 +101,17 @@ def serve(
     def set_abort(k: int, message: str) -> None:
         store.compare_set(abort_key(k), "", message)  # first message wins
 
-    executor = RankExecutor(rank, world, device, aborted, set_abort)
+    def post(key: str, text: str) -> None:
+        store.set(key, text)
+
+    def take(key: str) -> str | None:
+        if not store.check([key]):
+            return None
+        value = store.get(key).decode()
+        store.delete_key(key)
+        return value
+
+    executor = RankExecutor(rank, world, device, aborted, set_abort, post, take)
     kernels: dict[int, Any] = {}
     k = 0
     while True:

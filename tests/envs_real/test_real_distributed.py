@@ -51,9 +51,13 @@ def be(workload):
     assert all(gone(p) for p in pids), "rank processes outlived shutdown()"
 
 
-@pytest.mark.parametrize("order", ["fifo", "priority"])
-def test_outputs_equal_the_single_device_reference(be, workload, order):
+@pytest.mark.parametrize(("order", "p2p"), [("fifo", "tagged"), ("priority", "tagged"), ("fifo", "ordered"),
+                                            ("priority", "ordered")])
+def test_outputs_equal_the_single_device_reference(be, workload, order, p2p):
+    """``p2p="ordered"`` is NCCL's protocol (messages matched by order, announced in the store), run on Gloo."""
     g = workload.graph
+    if p2p != be.p2p:
+        be = RealBackend("gloo:2", repeats=1, warmup=0, keep_outputs=True, workload=workload, timeout_s=30.0, p2p=p2p)
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # the ranks run one thread each: same kernels, same bits
     try:
@@ -107,6 +111,12 @@ def test_topology_must_match_the_rank_count(workload):
         be.execute(workload.graph, dg.Topology.uniform(3), np.zeros(workload.graph.n_ops, np.int64))
     with pytest.raises(ValueError, match="inject_fault"):
         RealBackend("cpu:2", inject_fault={"op": 0, "kind": "raise"})
+    from envs_real.devices import DeviceSet
+
+    nccl = DeviceSet("cuda", ("cuda:0", "cuda:1"), "nccl", dist="nccl")
+    assert RealBackend(nccl).p2p == "ordered" and RealBackend("gloo:2").p2p == "tagged"
+    with pytest.raises(ValueError, match="NCCL ignores message tags"):
+        RealBackend(nccl, p2p="tagged")
 
 
 @pytest.mark.parametrize(
