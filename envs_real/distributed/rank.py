@@ -4,11 +4,15 @@ The rank runs the ops assigned to it (logical device = rank) with the WC rule of
 :mod:`envs_real.plan`: an op is ready once every input is here (same-rank inputs when their
 producer ends, others when their ``irecv`` completed), and each of ``lanes`` compute threads
 starts the most urgent ready op (``"fifo"``: ready order, ``"priority"``: lowest priority first).
-When an op ends, its output goes once to every other rank that consumes it (``dist.isend``,
-tag = the producer's op id) and the rank moves on: the transfer overlaps with compute, as the
-simulator's model has it. Every ``irecv`` of the run is posted at its start into a buffer of the
-producer's shape and dtype; a polling thread notes when each completes (the arrival time), checks
-the run's deadline and the job's abort key, and makes consumers ready.
+When an op ends, its output goes once to every other rank that consumes it (``dist.isend``) and
+the rank moves on: the transfer overlaps with compute, as the simulator's model has it. Matching
+(``job.p2p``): ``"tagged"`` (Gloo) posts every ``irecv`` of the run at its start, tag = the
+producer's op id, into a buffer of the producer's shape and dtype; ``"ordered"`` (NCCL, which
+ignores tags and matches a pair's messages in order) announces each send in the control store
+(:func:`seq_key`) just before posting it, and one receiver thread per source rank posts the
+matching ``irecv`` in that order. A thread per Gloo work (whose send/recv works complete only
+inside ``wait()``), or polling for NCCL works, notes when each transfer completes (the arrival
+time) and makes consumers ready; the main thread checks the run's deadline and the job's abort key.
 
 A run ends when every op of the rank ran and every send completed. A failing op (an exception in
 its kernel), a failed receive (a peer died: Gloo reports the closed connection), another rank's
