@@ -95,8 +95,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard logs")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                   help="collect the sim stage's rollouts on Ray, one actor per env: no ADDRESS = a Ray instance on "
-                   "this machine, auto = the cluster `ray start` joined, HOST:6379 = that head node (needs "
+                   help="collect the sim stage's rollouts on Ray actors (up to one per env): no ADDRESS = a Ray "
+                   "instance on this machine, auto = the cluster `ray start` joined, HOST:6379 = that head node (needs "
                    "pip install 'doppler-gym[ray]'; same seeds, same run)")
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
@@ -249,6 +249,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     table.add_section()
     table.add_row("lower bound", f"{bound:.6g}", "1.000", f"{bound / cp:.3f}" if cp else "-")
     console.print(table)
+    if summary.get("real"):  # the real stage: the final greedy placement measured on the real system
+        real = summary["real"]
+        if real["error"]:
+            console.print(f"real system: the final greedy placement failed: {real['error']}")
+        else:
+            gap = abs(real["simulated"] - real["makespan"]) / real["makespan"] if real["makespan"] > 0 else float("nan")
+            unit = real["time_unit"]
+            console.print(f"real system: the final greedy placement measured {real['makespan']:.6g} {unit} "
+                          f"(calibrated simulator {real['simulated']:.6g} {unit}, {gap:.1%} apart)")
     if summary.get("held_out"):
         held = Table(title="held-out graphs: the policy's own decodes against critical path")
         for label in ("graph", "ops", "greedy", "best of K", "critical path", "greedy / CP", "best / CP"):

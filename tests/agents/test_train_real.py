@@ -16,7 +16,7 @@ TINY_FFNN = {"batch": 16, "d_in": 16, "hidden": 16, "layers": 2, "blocks": 1}
 CPU_WORKERS = {"devices": "cpu:2", "repeats": 1, "warmup": 0, "calibration_reps": 2, "timeout_s": 60.0}
 
 
-def test_the_real_stage_trains_on_cpu_workers(tmp_path) -> None:
+def test_the_real_stage_trains_on_cpu_workers(tmp_path, capsys) -> None:
     args = TrainArgs(graph="ffnn", graph_params=TINY_FFNN, devices=2, stages=("il", "real"), il_episodes=2,
                      real_episodes=2, episodes_per_update=2, real_env_kwargs=CPU_WORKERS, out=str(tmp_path),
                      **{**FAST, "il_envs": 2})
@@ -31,4 +31,8 @@ def test_the_real_stage_trains_on_cpu_workers(tmp_path) -> None:
     assert measured["error"] is None and measured["time_unit"] == "s" and 0 < measured["makespan"] < 60
     assert measured["makespan"] == measured["real"]["real_makespan_s"] and measured["real"]["device_kind"] == "cpu"
     assert measured["simulated"] > 0  # the calibrated simulator's prediction of the same placement [s]
+    from agents.cli.train_cmd import print_summary
+
+    print_summary(summary)
+    assert f"real system: the final greedy placement measured {measured['makespan']:.6g} s" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "policy_real.pt")["progress"]["real"]["done"]
