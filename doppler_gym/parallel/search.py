@@ -41,7 +41,7 @@ def _island(task: tuple[int, Sequence[Placement] | None], graph: DataflowGraph, 
 def island_search(graph: DataflowGraph, topology: Topology | int, config: SimConfig | None = None, *,
                   islands: int = 4, rounds: int = 1, max_evals: int = 20_000, seed: int = 0,
                   starts: Sequence[Placement | np.ndarray] | None = None, ray_address: str | None = None,
-                  **options: Any) -> Placement:
+                  task_cpus: float = 1.0, **options: Any) -> Placement:
     """``islands`` local searches of ``max_evals`` evaluations per round; after each round every
     island restarts from the best placement so far (ties: the lowest island index).
 
@@ -54,6 +54,7 @@ def island_search(graph: DataflowGraph, topology: Topology | int, config: SimCon
         starts: the first round's start placements (default: ``local_search``'s own).
         ray_address: ``None``: the islands run here one after another; else a Ray address
             (:func:`~doppler_gym.parallel.tasks.connect`).
+        task_cpus: CPUs each island's Ray task reserves (its ``map_tasks`` ``num_cpus``).
         options: more ``local_search`` options (``batch_size``, ``patience``, ...).
 
     Returns:
@@ -81,7 +82,7 @@ def island_search(graph: DataflowGraph, topology: Topology | int, config: SimCon
     for r in range(rounds):
         begin = first if r == 0 else (best,)
         tasks = [(island_seed(seed, r, i), begin) for i in range(islands)]
-        found = map_tasks(run, tasks, ray_address)
+        found = map_tasks(run, tasks, ray_address, num_cpus=task_cpus)
         island_makespans.append([float(p.makespan) for p in found])
         evals += sum(int(p.info["evals"]) for p in found)
         k = int(np.argmin([p.makespan for p in found]))  # first minimum: the lowest island index

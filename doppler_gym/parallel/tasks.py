@@ -38,7 +38,8 @@ def connect(address: str | None = LOCAL, **init_kwargs: Any) -> Any:
             started on this machine; ``"HOST:6379"`` or ``"ray://HOST:10001"``: that cluster.
             When Ray is already initialised in this process (a test fixture, a script that called
             ``ray.init``), that session is used whatever the address.
-        init_kwargs: more ``ray.init`` arguments (``num_cpus=2`` for a local instance, ...).
+        init_kwargs: more ``ray.init`` arguments (``num_cpus=2`` for a local instance, ...); the
+            default ``runtime_env`` gives every worker one Numba thread (``NUMBA_NUM_THREADS=1``).
 
     Raises:
         ImportError: Ray is not installed (with the install command).
@@ -50,7 +51,11 @@ def connect(address: str | None = LOCAL, **init_kwargs: Any) -> Any:
         return ray
     if address is None or not str(address).strip():
         raise ValueError(f"Ray address is empty; give {LOCAL!r}, 'auto', HOST:6379 or ray://HOST:10001")
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "warning", **init_kwargs}
+    # one Numba thread per worker: Ray runs one task per CPU, and simulate_batch's threads would
+    # otherwise compete for the node's cores (results do not depend on the thread count)
+    runtime_env = {"env_vars": {"NUMBA_NUM_THREADS": "1"}}
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "warning", "runtime_env": runtime_env,
+                              **init_kwargs}
     try:
         if address == LOCAL:
             ray.init(**kwargs)
