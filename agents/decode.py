@@ -119,7 +119,7 @@ def _layers(seq: torch.nn.Module, where: str) -> list[tuple]:
             w = m.weight.detach().cpu().numpy().T.astype(np.float32).copy()
             b = None if m.bias is None else m.bias.detach().cpu().numpy().astype(np.float32)
             out.append(("linear", w, b))
-        elif isinstance(m, torch.nn.LeakyReLU):
+        elif isinstance(m, torch.nn.LeakyReLU) and 0.0 <= m.negative_slope <= 1.0:
             out.append(("leaky", np.float32(m.negative_slope)))
         else:
             raise TypeError(f"decode: {where} holds a {type(m).__name__}; agents/decode.py runs Linear and "
@@ -133,8 +133,8 @@ def _run(layers: list[tuple], x: np.ndarray) -> np.ndarray:
             x = x @ layer[1]
             if layer[2] is not None:
                 x = x + layer[2]
-        else:
-            x = np.where(x > 0, x, x * layer[1])
+        else:  # LeakyReLU with a slope in [0, 1]: max(x, slope x)
+            x = np.maximum(x, x * layer[1])
     return x
 
 
@@ -147,9 +147,10 @@ def _zscore(x: np.ndarray, axis: int) -> np.ndarray:
     """As ``agents.policy._zscore`` over every entry along ``axis``: float64 two-pass statistics
     (population std), the result in ``x``'s dtype."""
     x64 = x.astype(np.float64)
-    mean = x64.mean(axis, keepdims=True)
-    var = ((x64 - mean) ** 2).mean(axis, keepdims=True)
-    return ((x64 - mean) / (np.sqrt(var) + _EPS)).astype(x.dtype)
+    count = float(max(x.shape[axis], 1))
+    dx = x64 - x64.sum(axis, keepdims=True) / count
+    var = (dx * dx).sum(axis, keepdims=True) / count
+    return (dx / (np.sqrt(var) + _EPS)).astype(x.dtype)
 
 
 def device_inputs_np(dfeat: np.ndarray, count: np.ndarray, load: np.ndarray) -> np.ndarray:
@@ -189,7 +190,7 @@ class NumpyHeads:
     def plc(self, op_static: np.ndarray, devsum: np.ndarray, dev_in: np.ndarray) -> np.ndarray:
         """Clipped PLC scores ``(K, D)`` from ``op_static (K, d)``, ``devsum (K, D, d)`` and
         ``dev_in (K, D, N_DEV_INPUTS)`` (every device real)."""
-        rel = devsum - devsum.mean(1, keepdims=True)
+        rel = devsum - devsum.sum(1, keepdims=True) / np.float32(devsum.shape[1])
         h = op_static[:, None, :] + devsum + rel @ self.plc_rel + dev_in @ self.plc_dev
         score = _run(self.plc_tail, h)[..., 0]
         if self.plc_query is not None:
