@@ -52,8 +52,20 @@ def run(args: argparse.Namespace) -> int:
         if not value > 0:
             raise ValueError(f"{flag} must be > 0, got {value:g}")
     if args.baselines_only:
-        return eval_cmd.run(args)
+        return eval_cmd.run(eval_namespace(args))
     return train_cmd.run(train_namespace(args))
+
+
+def eval_namespace(args: argparse.Namespace) -> argparse.Namespace:
+    """The ``doppler eval`` arguments of ``--baselines-only``: eval's own defaults (so options that
+    eval gains later have their values), overridden by every option the demo shares with it."""
+    parser = argparse.ArgumentParser(prog="doppler")
+    eval_cmd.register(parser.add_subparsers())
+    eargs = parser.parse_args(["eval", args.graph])
+    for key, value in vars(args).items():
+        if key != "func" and hasattr(eargs, key):
+            setattr(eargs, key, value)
+    return eargs
 
 
 def train_namespace(args: argparse.Namespace) -> argparse.Namespace:
