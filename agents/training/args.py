@@ -201,7 +201,7 @@ class TrainArgs:
 
     # --- distributed rollouts
     ray_address: str | None = None
-    """Ray cluster of the sim stage's PPO rollouts (one Ray actor per env, :mod:`agents.distributed`):
+    """Ray cluster of the sim stage's PPO rollouts (Ray actors, up to one per env: :mod:`agents.distributed`):
     ``"local"`` (a Ray instance on this machine), ``"auto"`` (the cluster ``ray start`` joined) or
     ``HOST:6379``; None = the envs run in this process. Same seeds, same run either way."""
 
