@@ -13,7 +13,7 @@ search:
    PLC probabilities (the move proposal). When a heuristic beats every decode the policy is no
    guide on this instance, and the search is plain local search (same seed, same moves).
 
-Same seed and ``max_evals`` (with an unbounded time) give the same placement.
+Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same placement.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from doppler_gym.instances import default_config, resolve_graph, resolve_topolog
 from doppler_gym.topology.types import Topology
 
 DEFAULT_DEVICES = 4
-SAMPLE_OPS = 40_000  # default samples: min(MAX_SAMPLES, SAMPLE_OPS // n_ops), at least 1 (decode time ~ K n)
+SAMPLE_OPS = 40_000  # default samples: at most min(MAX_SAMPLES, SAMPLE_OPS // n_ops) (decode time ~ K n)
 MAX_SAMPLES = 16
 PROPOSAL_SHARE = 0.25  # share of the search's moves drawn from the policy's proposal
 
@@ -148,7 +148,9 @@ def place(
             ``S`` seconds of wall clock in total, decodes included (once torch and the policy are
             loaded) [s]; ``inf`` with ``max_evals``: a search bounded by evaluations only.
         seed: seeds the sampled decodes and the search.
-        samples: sampled decodes used as search starts (default ``min(16, 40000 // n_ops)``, >= 1).
+        samples: sampled decodes used as search starts (default: as many as a fifth of the budget
+            allows after the greedy decode, at most ``min(16, 40000 // n_ops)``; give it, with
+            ``max_evals``, for a result that does not depend on the machine's speed).
         max_evals: also stop the search after this many simulations (with a large
             ``search_seconds``, a result that is the same on every machine).
         reference: also compute the critical-path and HEFT makespans (``baselines``; not counted in
@@ -176,16 +178,23 @@ def place(
     net.set_training_mode(False)
     started = time.perf_counter()  # the budget starts once torch and the policy are loaded
     search = search_seconds > 0
-    if samples is None:
-        samples = max(1, min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)) if search else 0
     decoder = DirectDecoder(net, g, topo, config)
-    dec = decoder.run(samples=int(samples), greedy=True, seed=seed)
+    greedy = decoder.run(greedy=True)
+    rows = [(greedy, 0)]
+    if search:
+        if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent)
+            per_episode = max(greedy.seconds, 1e-3)
+            samples = max(0, min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops, int(0.2 * search_seconds / per_episode)))
+        if samples:
+            sampled = decoder.run(samples=int(samples), greedy=False, seed=seed)
+            rows += [(sampled, r) for r in range(int(samples))]
+    samples = int(samples or 0)
     decode_seconds = time.perf_counter() - started
-    decoded = [finish("greedy" if r == 0 else "sample", g, topo, config, dec.assignments[r], dec.orders[r], started)
-               for r in range(dec.assignments.shape[0])]
-    best_row = min(range(len(decoded)), key=lambda r: (decoded[r].makespan, r))
+    decoded = [finish("greedy" if i == 0 else "sample", g, topo, config, d.assignments[r], d.orders[r], started)
+               for i, (d, r) in enumerate(rows)]
+    best_row = min(range(len(decoded)), key=lambda i: (decoded[i].makespan, i))
     info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds,
-                            "samples": int(samples), "greedy_makespan": decoded[0].makespan,
+                            "samples": samples, "greedy_makespan": decoded[0].makespan,
                             "best_decode_makespan": decoded[best_row].makespan}
     if not search:
         best: Placement = decoded[0]
@@ -196,14 +205,15 @@ def place(
         start = min(starts, key=lambda p: p.makespan)
         # the proposal only when the policy's own placement is the best start: when a heuristic beats
         # every decode, the policy is no guide on this instance and the search runs as plain local_search
-        probs = dec.plc_probs[best_row] if start.name in ("greedy", "sample") else None
+        d_best, r_best = rows[best_row]
+        probs = d_best.plc_probs[r_best] if start.name in ("greedy", "sample") else None
         info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "start": start.name,
                      "start_makespan": start.makespan, "proposal": probs is not None})
         left = search_seconds - (time.perf_counter() - started)
         if left > 0 or max_evals is not None and np.isinf(search_seconds):
             found = local_search(
                 g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
-                max_evals=max_evals, starts=[start, *[p for p in starts if p is not start]],
+                max_evals=max_evals, starts=[start],
                 proposal=probs, proposal_share=PROPOSAL_SHARE,
             )
             info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped")})
