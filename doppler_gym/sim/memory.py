@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim import kernels
@@ -145,6 +146,113 @@ class MemoryProfile:
 
 
 # ---------------------------------------------------------------------------------------- model
+@njit(cache=True)
+def _intervals(src, succ_ptr, succ_edge, edge_dst, out_bytes, workspace, persistent, a, start, end, edge_end,
+               makespan, n_dev):
+    """The closed intervals of the module's table with bytes > 0: ``(device, t_alloc, t_free, nbytes)``.
+
+    ``succ_ptr``/``succ_edge``: the graph's CSR out-edges; ``edge_dst``: ``(n_edges,)`` consumers;
+    ``out_bytes`` zeros for a paper graph. One pass over each producer's out-edges, with per-device
+    scratch (first arrival, last consumer end) for the received copies.
+    """
+    n = a.shape[0]
+    cap = 3 * n + src.shape[0]
+    device = np.empty(cap, np.int64)
+    t0 = np.empty(cap)
+    t1 = np.empty(cap)
+    nb = np.empty(cap)
+    first = np.full(n_dev, np.inf)
+    last = np.full(n_dev, -np.inf)
+    touched = np.empty(n_dev, np.int64)
+    k = 0
+    for i in range(n):
+        d = a[i]
+        size = out_bytes[i]
+        free = end[i]
+        n_touched = 0
+        for p in range(succ_ptr[i], succ_ptr[i + 1]):
+            e = succ_edge[p]
+            j = edge_dst[e]
+            r = a[j]
+            if r == d:
+                free = max(free, end[j])
+            else:
+                free = max(free, edge_end[e])
+                if first[r] == np.inf:
+                    touched[n_touched] = r
+                    n_touched += 1
+                first[r] = min(first[r], edge_end[e])
+                last[r] = max(last[r], end[j])
+        for q in range(n_touched):
+            r = touched[q]
+            if size > 0:
+                device[k], t0[k], t1[k], nb[k] = r, first[r], last[r], size
+                k += 1
+            first[r] = np.inf
+            last[r] = -np.inf
+        if size > 0:
+            device[k], t0[k], t1[k], nb[k] = d, end[i], free, size
+            k += 1
+        if workspace[i] > 0:
+            device[k], t0[k], t1[k], nb[k] = d, start[i], end[i], workspace[i]
+            k += 1
+        if persistent[i] > 0:
+            device[k], t0[k], t1[k], nb[k] = d, 0.0, makespan, persistent[i]
+            k += 1
+    return device[:k], t0[:k], t1[:k], nb[:k]
+
+
+@njit(cache=True)
+def _sweep(device, t_alloc, t_free, nbytes, capacity):
+    """Events of closed intervals per device in time order, allocations before frees at one instant.
+
+    Returns ``(event_ptr (D+1,), event_time (2K,), event_bytes (2K,), peak (D,), peak_time (D,),
+    first_over (D,))``: ``event_bytes`` the in-use memory after each event, ``first_over`` the
+    first time each device exceeds ``capacity`` (``inf`` if never).
+    """
+    n_dev = capacity.shape[0]
+    m = device.shape[0]
+    dev = np.concatenate((device, device))
+    time = np.concatenate((t_alloc, t_free))
+    delta = np.concatenate((nbytes, -nbytes))
+    # by time, stably: allocations (the first m events) stay before frees at one instant ...
+    by_time = np.argsort(time, kind="mergesort")
+    ptr = np.zeros(n_dev + 1, np.int64)
+    for q in range(2 * m):
+        ptr[dev[q] + 1] += 1
+    for d in range(n_dev):
+        ptr[d + 1] += ptr[d]
+    # ... then by device, a stable counting sort
+    order = np.empty(2 * m, np.int64)
+    fill = ptr[:-1].copy()
+    for q in range(2 * m):
+        o = by_time[q]
+        order[fill[dev[o]]] = o
+        fill[dev[o]] += 1
+    ev_time = np.empty(2 * m)
+    level = np.empty(2 * m)
+    peak = np.zeros(n_dev)
+    peak_time = np.zeros(n_dev)
+    first_over = np.full(n_dev, np.inf)
+    for d in range(n_dev):
+        acc = 0.0
+        for q in range(ptr[d], ptr[d + 1]):
+            o = order[q]
+            acc += delta[o]
+            ev_time[q] = time[o]
+            level[q] = acc
+            if acc > peak[d]:
+                peak[d], peak_time[d] = acc, time[o]
+            if acc > capacity[d] and first_over[d] == np.inf:
+                first_over[d] = time[o]
+    return ptr, ev_time, level, peak, peak_time, first_over
+
+
+def _sizes(graph: DataflowGraph) -> np.ndarray:
+    """Output sizes [B]: ``out_bytes``, or zeros for a paper graph (whose ``out_bytes`` are times)."""
+    return graph.out_bytes if graph.units == "physical" else np.zeros(graph.n_ops)
+
+
 def intervals(
     graph: DataflowGraph, assignment: np.ndarray, start: np.ndarray, end: np.ndarray, edge_end: np.ndarray,
     makespan: float,
@@ -161,50 +269,12 @@ def intervals(
     Returns:
         ``(device, t_alloc, t_free, nbytes)``: ``(K,) int64, float64, float64, float64``.
     """
-    a = np.asarray(assignment, dtype=np.int64)
-    src, dst = graph.src, graph.dst
+    a = np.ascontiguousarray(assignment, dtype=np.int64)
     n_dev = int(a.max()) + 1 if a.size else 1
-    out = graph.out_bytes if graph.units == "physical" else np.zeros(graph.n_ops)
-    local = a[src] == a[dst]
-    free_out = end.copy()
-    np.maximum.at(free_out, src[local], end[dst[local]])
-    remote = np.flatnonzero(~local)
-    np.maximum.at(free_out, src[remote], edge_end[remote])
-    # one received copy per (producer, consuming device)
-    key = src[remote].astype(np.int64) * n_dev + a[dst[remote]]
-    pairs, inverse = np.unique(key, return_inverse=True)
-    arrive = np.full(pairs.shape[0], np.inf)
-    np.minimum.at(arrive, inverse, edge_end[remote])
-    last_use = np.full(pairs.shape[0], -np.inf)
-    np.maximum.at(last_use, inverse, end[dst[remote]])
-    producer = pairs // n_dev
-    n = graph.n_ops
-    device = np.concatenate([a, pairs % n_dev, a, a])
-    t_alloc = np.concatenate([end, arrive, start, np.zeros(n)])
-    t_free = np.concatenate([free_out, last_use, end, np.full(n, float(makespan))])
-    nbytes = np.concatenate([out, out[producer], graph.workspace_bytes, graph.persistent_bytes])
-    keep = nbytes > 0
-    return device[keep], t_alloc[keep], t_free[keep], nbytes[keep]
-
-
-def sweep(
-    device: np.ndarray, t_alloc: np.ndarray, t_free: np.ndarray, nbytes: np.ndarray, n_devices: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Events of closed intervals in time order per device: ``(event_ptr (D+1,), event_time (2K,),
-    event_bytes (2K,))``, ``event_bytes`` the in-use memory after each event (allocations before
-    frees at one instant)."""
-    dev = np.concatenate([device, device])
-    time = np.concatenate([t_alloc, t_free])
-    delta = np.concatenate([nbytes, -nbytes])
-    is_free = np.concatenate([np.zeros(device.shape[0], np.int8), np.ones(device.shape[0], np.int8)])
-    order = np.lexsort((is_free, time, dev))
-    dev, time, delta = dev[order], time[order], delta[order]
-    ptr = np.zeros(n_devices + 1, np.int64)
-    np.cumsum(np.bincount(dev, minlength=n_devices), out=ptr[1:])
-    level = np.empty_like(delta)
-    for d in range(n_devices):  # per device, so rounding never carries over from another device
-        np.cumsum(delta[ptr[d] : ptr[d + 1]], out=level[ptr[d] : ptr[d + 1]])
-    return ptr, time, level
+    return _intervals(graph.src, graph.succ_ptr, graph.succ_edge, graph.dst, _sizes(graph), graph.workspace_bytes,
+                      graph.persistent_bytes, a, np.ascontiguousarray(start, dtype=np.float64),
+                      np.ascontiguousarray(end, dtype=np.float64), np.ascontiguousarray(edge_end, dtype=np.float64),
+                      float(makespan), n_dev)
 
 
 def profile_of(
@@ -213,24 +283,16 @@ def profile_of(
 ) -> MemoryProfile:
     """The :class:`MemoryProfile` of a run given by its times (arguments as in :func:`intervals`);
     ``capacity``: ``(D,)`` memory of each device [B], ``D`` the topology's device count."""
-    capacity = np.asarray(capacity, dtype=np.float64)
-    n_dev = capacity.shape[0]
-    a = np.asarray(assignment, dtype=np.int64)
-    ptr, time, level = sweep(*intervals(graph, a, start, end, edge_end, makespan), n_devices=n_dev)
-    peak = np.zeros(n_dev)
-    peak_time = np.zeros(n_dev)
+    capacity = np.ascontiguousarray(capacity, dtype=np.float64)
+    a = np.ascontiguousarray(assignment, dtype=np.int64)
+    ptr, time, level, peak, peak_time, first_over = _sweep(
+        *intervals(graph, a, start, end, edge_end, makespan), capacity
+    )
     violation = None
-    for d in range(n_dev):
-        lo, hi = ptr[d], ptr[d + 1]
-        if hi == lo:
-            continue
-        k = int(np.argmax(level[lo:hi]))
-        peak[d], peak_time[d] = level[lo + k], time[lo + k]
-        if peak[d] > capacity[d]:
-            first = float(time[lo + int(np.argmax(level[lo:hi] > capacity[d]))])
-            if violation is None or first < violation.time:
-                violation = MemoryViolation(d, first, float(peak[d]), float(capacity[d]))
-    persistent = np.bincount(a, weights=graph.persistent_bytes, minlength=n_dev)
+    if np.isfinite(first_over).any():
+        d = int(np.argmin(first_over))  # earliest; the lowest device among ties
+        violation = MemoryViolation(d, float(first_over[d]), float(peak[d]), float(capacity[d]))
+    persistent = np.bincount(a, weights=graph.persistent_bytes, minlength=capacity.shape[0])
     for arr in (peak, peak_time, persistent, capacity, ptr, time, level):
         arr.setflags(write=False)
     return MemoryProfile(peak=peak, peak_time=peak_time, persistent=persistent, capacity=capacity,
@@ -268,12 +330,8 @@ def fits(
     edge start, edge end, any one unit) stays within ``capacity`` ``(D,)`` [B] on every device."""
     n, n_edges = graph.n_ops, graph.n_edges
     start, end, edge_end = times[:n], times[n : 2 * n], times[2 * n + n_edges :]
-    device, t_alloc, t_free, nbytes = intervals(graph, assignment, start, end, edge_end, makespan)
-    ptr, _, level = sweep(device, t_alloc, t_free, nbytes, capacity.shape[0])
-    for d in range(capacity.shape[0]):
-        if ptr[d + 1] > ptr[d] and level[ptr[d] : ptr[d + 1]].max() > capacity[d]:
-            return False
-    return True
+    first_over = _sweep(*intervals(graph, assignment, start, end, edge_end, makespan), capacity)[5]
+    return not np.isfinite(first_over).any()
 
 
 # ---------------------------------------------------------------------------- simulator hooks
