@@ -38,9 +38,9 @@ HELD_OUT = {
 }
 
 
-def train_command(minutes: float, out: str, seed: int, pool: int, evals: int) -> list[str]:
+def train_command(minutes: float, out: str, seed: int, pool: int, evals: int, stages: str = "il") -> list[str]:
     """The ``doppler train`` command line of the shipped policy."""
-    return ["doppler", "train", "mix", "--graph-mix", *TRAIN_MIX, "--graph-eval", *EVAL,
+    return ["doppler", "train", "mix", "--stages", stages, "--graph-mix", *TRAIN_MIX, "--graph-eval", *EVAL,
             "--topology-mix", *TOPOLOGIES, "--devices", "4", "--mix-pool", str(pool),
             "--set", f"il_teacher_evals={evals}", "--budget-minutes", f"{minutes:g}", "--seed", str(seed),
             "--out", out, "--no-progress", "--baseline-seconds", "2", "--sample-decodes", "8"]
@@ -69,6 +69,8 @@ def write_record(record: dict[str, Any]) -> None:
     for kind, items in record["held_out"].items():
         lines.append(f"- {kind}: {'; '.join(items)}")
     lines += ["", f"Policy: `{record['policy_kwargs']}`, {record['size_bytes']} bytes.", ""]
+    if record.get("note"):
+        lines += [record["note"], ""]
     if record.get("held_out_eval"):
         lines += ["Held-out evaluation at the end of training (the policy's own decodes):", "",
                   "| graph | ops | greedy / critical path | best of K / critical path |", "|---|---:|---:|---:|"]
@@ -85,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pool", type=int, default=6, help="graphs per spec (default 6)")
     p.add_argument("--evals", type=int, default=5000, help="search-teacher evaluations per graph (default 5000)")
+    p.add_argument("--stages", default="il", help="training stages (default il: imitation of the search "
+                   "teacher on the mix, the part that transfers to unseen graphs)")
     p.add_argument("--machine", default="a shared 2-core CPU, no GPU", help="where it ran (for the record)")
     p.add_argument("--export-only", action="store_true", help="export OUT's final policy without training")
+    p.add_argument("--commit", help="the commit the policy was trained at (default: HEAD when training starts)")
+    p.add_argument("--note", default="", help="a remark for the record (e.g. how well it does)")
     a = p.parse_args(argv)
-    cmd = train_command(a.minutes, a.out, a.seed, a.pool, a.evals)
+    cmd = train_command(a.minutes, a.out, a.seed, a.pool, a.evals, a.stages)
+    trained_at = a.commit or commit()
     if not a.export_only:
         rc = subprocess.run([sys.executable, "-m", "doppler_gym.cli.main", *cmd[1:]]).returncode
         if rc:
@@ -96,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((Path(a.out) / "summary.json").read_text())
     stage = summary["args"]["stages"][-1]
     record = {
-        "command": shlex.join(cmd), "seed": a.seed, "commit": commit(), "minutes": a.minutes, "machine": a.machine,
+        "command": shlex.join(cmd), "seed": a.seed, "commit": trained_at, "minutes": a.minutes, "machine": a.machine,
         "train_mix": list(TRAIN_MIX), "topologies": list(TOPOLOGIES), "graph_eval": list(EVAL),
         "held_out": HELD_OUT, "stages": {s: d["episodes"] for s, d in summary["stages"].items()},
         "policy_kwargs": summary["args"]["policy_kwargs"], "recipe": summary["args"]["recipe"],
         "held_out_eval": [{k: r[k] for k in ("graph", "n_ops", "greedy_ratio_to_critical_path",
                                               "best_of_k_ratio_to_critical_path")} for r in summary["held_out"] or []],
-        "teacher_targets": summary.get("il_teacher_targets"),
+        "teacher_targets": summary.get("il_teacher_targets"), "note": a.note,
     }
     path = export_checkpoint(Path(a.out) / f"policy_{stage}.pt", WEIGHTS_PATH,
                              {k: record[k] for k in ("command", "seed", "commit")})
