@@ -40,6 +40,7 @@ first does so, when, and by how much its peak exceeds the capacity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -340,8 +341,14 @@ def capacity_of(topology: Topology | None, n_devices: int) -> np.ndarray:
     ``Topology.uniform(n_devices)`` for ``None`` (its default per device). Read under every cost
     model: ``cost_model="raw"`` ignores the topology's speeds and links, not its memory."""
     if topology is None:
-        return Topology.uniform(n_devices).memory
+        return _uniform_memory(n_devices)
     return topology.memory
+
+
+@lru_cache(maxsize=16)
+def _uniform_memory(n_devices: int) -> np.ndarray:
+    """``Topology.uniform(n_devices).memory``, built once per device count (a topology costs ~1 ms)."""
+    return Topology.uniform(n_devices).memory
 
 
 def attach(trace: Trace, graph: DataflowGraph, topology: Topology | None, config: SimConfig) -> Trace:
