@@ -5,9 +5,10 @@ greedily (:mod:`agents.decode`, linear cost) and simulates the placement under t
 config. ``search_seconds=S > 0`` spends ``S`` seconds of wall clock in total on a policy-guided
 search:
 
-1. decode the greedy placement and ``samples`` sampled ones (one lockstep decode);
-2. add the usual heuristic starts (critical path, HEFT, round robin), so the search never starts
-   worse than plain :func:`~doppler_gym.baselines.local_search`;
+1. decode the greedy placement and compute the usual heuristic starts (critical path, HEFT, round
+   robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`;
+2. decode ``samples`` sampled placements (one lockstep decode; by default as many as a fifth of
+   the budget allows, none when the greedy decode is over 10% worse than the best heuristic);
 3. run :func:`~doppler_gym.baselines.local_search` from the best of all of them, for the rest of
    the budget; when a decoded placement is that best start, a quarter of the moves come from its
    PLC probabilities (the move proposal). When a heuristic beats every decode the policy is no
@@ -37,6 +38,7 @@ from doppler_gym.topology.types import Topology
 DEFAULT_DEVICES = 4
 SAMPLE_OPS = 40_000  # default samples: at most min(MAX_SAMPLES, SAMPLE_OPS // n_ops) (decode time ~ K n)
 MAX_SAMPLES = 16
+SAMPLE_GAP = 1.1  # default: no sampled decodes when the greedy one is over 10% worse than the best heuristic
 PROPOSAL_SHARE = 0.25  # share of the search's moves drawn from the policy's proposal
 
 
@@ -181,10 +183,17 @@ def place(
     decoder = DirectDecoder(net, g, topo, config)
     greedy = decoder.run(greedy=True)
     rows = [(greedy, 0)]
+    heuristics: list[Placement] = []
     if search:
-        if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent)
+        heuristics = default_starts(g, topo, config, seed)
+        greedy_ms = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started).makespan
+        if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent),
+            # and none when the greedy decode is over SAMPLE_GAP worse than the best heuristic: then
+            # the policy is no guide on this instance and the time goes to the search
             per_episode = max(greedy.seconds, 1e-3)
             samples = max(0, min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops, int(0.2 * search_seconds / per_episode)))
+            if greedy_ms > SAMPLE_GAP * min(p.makespan for p in heuristics):
+                samples = 0
         if samples:
             sampled = decoder.run(samples=int(samples), greedy=False, seed=seed)
             rows += [(sampled, r) for r in range(int(samples))]
@@ -200,7 +209,6 @@ def place(
         best: Placement = decoded[0]
         method = "greedy"
     else:
-        heuristics = default_starts(g, topo, config, seed)
         starts = decoded + heuristics
         start = min(starts, key=lambda p: p.makespan)
         # the proposal only when the policy's own placement is the best start: when a heuristic beats
