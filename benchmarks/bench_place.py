@@ -15,7 +15,8 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
    the best of critical path, HEFT, round robin) against ``agents.place(search_seconds=S)`` (the
    policy's decodes as extra starts, its PLC probabilities as half of the moves), same seed.
 2. **Scale** (``--part scale``): per size (random layered DAGs of width ~25, 4 devices), in a fresh
-   process: the direct decode's time (static part and steps) and the process's peak RSS before and
+   process: the direct decode's wall-clock and CPU time (``time.process_time``: what it costs on a
+   machine shared with other jobs; static part and steps) and the process's peak RSS before and
    after it; the env decode (``Doppler-Sim-v0`` stepped with the policy, padded observations) up to
    ``--env-max`` ops for the ratio, in the same process.
 
@@ -92,21 +93,21 @@ n, env_max = int(sys.argv[1]), int(sys.argv[2])
 g = dg.workloads.make("random", n_ops=n, levels=max(4, n // 25), skip_prob=0.0, seed=1)
 policy = pretrained.load_policy()
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 dec = DirectDecoder(policy, g, 4)
 out = dec.run()
-total = time.perf_counter() - t
+total, cpu = time.perf_counter() - t, time.process_time() - c
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 row = {"n_ops": n, "n_edges": g.n_edges, "static_seconds": dec.static_seconds, "steps_seconds": out.seconds,
-       "decode_seconds": total, "rss_before_mb": rss0, "rss_peak_mb": rss1}
+       "decode_seconds": total, "decode_cpu_seconds": cpu, "rss_before_mb": rss0, "rss_peak_mb": rss1}
 if n <= env_max:
     import gymnasium as gym
     from agents.training.rollout import decode as env_decode
     env = gym.make("Doppler-Sim-v0", graph=g, topology=4, disable_env_checker=True)
     p = policy.transfer_to(env)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     info = env_decode(p, env, greedy=True, seed=0)
-    row["env_decode_seconds"] = time.perf_counter() - t
+    row["env_decode_seconds"], row["env_decode_cpu_seconds"] = time.perf_counter() - t, time.process_time() - c
     row["same_assignment"] = bool(np.array_equal(info["assignment"], out.assignments[0]))
 print(json.dumps(row))
 """
@@ -152,14 +153,17 @@ def report(results: dict) -> None:
                   f"worst {max(v):.4f}, best {min(v):.4f}")
     s = results.get("scale", [])
     if s:
-        print("\n| ops | edges | direct decode s (static + steps) | env decode s | same placement "
-              "| RSS before / peak MB |")
-        print("|---:|---:|---:|---:|---|---:|")
+        print("\n| ops | edges | direct decode s wall (static + steps) | CPU s | env decode s wall | CPU s "
+              "| same placement | RSS before / peak MB |")
+        print("|---:|---:|---:|---:|---:|---:|---|---:|")
         for r in s:
             env = f"{r['env_decode_seconds']:.2f}" if "env_decode_seconds" in r else "-"
+            env_cpu = f"{r['env_decode_cpu_seconds']:.2f}" if "env_decode_cpu_seconds" in r else "-"
+            cpu = f"{r['decode_cpu_seconds']:.2f}" if "decode_cpu_seconds" in r else "-"
             same = str(r.get("same_assignment", "-"))
             print(f"| {r['n_ops']} | {r['n_edges']} | {r['decode_seconds']:.2f} ({r['static_seconds']:.2f} + "
-                  f"{r['steps_seconds']:.2f}) | {env} | {same} | {r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} |")
+                  f"{r['steps_seconds']:.2f}) | {cpu} | {env} | {env_cpu} | {same} | "
+                  f"{r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} |")
 
 
 def main() -> None:
