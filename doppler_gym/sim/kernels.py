@@ -486,7 +486,6 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     link_fifo = meta[Meta.LINK_FIFO] != 0
     given_times = meta[Meta.EDGE_TIMES] != 0
     use_priority = meta[Meta.PRIORITY_QUEUES] != 0
-    fixed_order = meta[Meta.PRIORITY_QUEUES] == 2  # grant only each device's next rank (priority = rank)
     succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
         meta, ints, floats
     )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
@@ -595,8 +594,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     grants_pending = False
                     for d in range(n_dev):
                         while free_streams[U(d)] > 0 and q_len[U(d)] > 0:
-                            if fixed_order and q_key[U(q_base[U(d)])] != q_head[U(d)]:
-                                break  # fixed order: the device's next op is not ready yet, the device waits
+                            if meta[Meta.PRIORITY_QUEUES] == 2 and q_key[U(q_base[U(d)])] != q_head[U(d)]:
+                                break  # fixed order (ranks as priorities): the device's next op is not ready, it waits
                             g = _heap_pop(q_key, q_seq, q_op, q_base[U(d)], q_len[U(d)])
                             q_head[U(d)] += 1
                             q_len[U(d)] -= 1
@@ -790,7 +789,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
                     v_next += 1
             wave0_next = push_key
 
-    if fixed_order and q_head[:n_dev].sum() != n:
+    if meta[Meta.PRIORITY_QUEUES] == 2 and q_head[:n_dev].sum() != n:
         return -2.0  # fixed order: some device's next op can never become ready (a deadlock)
     if divisor != 1.0:
         makespan /= divisor
