@@ -286,11 +286,12 @@ def straggler_arrays(meta, ints, floats):
     return ptr, pair, seg
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _advance(s_ptr, s_seg, r, t, w):
     """When work ``w`` (its time at full speed) started at ``t`` on resource ``r`` ends: the ``T``
     with ``integral_t^T speed_r = w``, over the segments of ``r`` (sorted, disjoint; full speed
-    between them). ``t + w`` exactly when no segment starts before ``t + w``."""
+    between them). ``t + w`` exactly when no segment starts before ``t + w``. Not inlined: the event
+    loop calls it only with stragglers, and five inlined copies of its loop slowed runs without them."""
     n_seg = s_seg.shape[0] // 3
     if w == 0.0:
         return t
@@ -454,6 +455,28 @@ def _on_started(o, now, start, fifo, f_tail, v_next):
 # ---------------------------------------------------------------- the event loop
 @njit(cache=True)
 def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
+    """Simulate one assignment of a packed problem (arguments and result: :func:`_event_loop`).
+
+    Two compiled copies of the event loop: one for runs with stragglers, and one in which the
+    straggler code is a constant-false branch that the compiler removes, so that runs without
+    stragglers execute the loop they had before (the loop's speed is sensitive to its code size)."""
+    if meta[Meta.STRAGGLERS] != 0:
+        return _run_stragglers(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws)
+    return _run_steady(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws)
+
+
+@njit(cache=True)
+def _run_steady(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
+    return _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws, False)
+
+
+@njit(cache=True)
+def _run_stragglers(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws):
+    return _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws, True)
+
+
+@njit(cache=True, inline="always")
+def _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignment, times, ws, strag):
     """Simulate one assignment of a packed problem.
 
     Args:
@@ -472,6 +495,7 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
             nothing moves), edge arrival; in internal units (not divided by the time divisor:
             batches keep makespans only, and :class:`~doppler_gym.sim.trace.Trace` divides lazily).
         ws: workspace from :func:`alloc_workspace`.
+        strag: ``meta[Meta.STRAGGLERS] != 0``, passed as a constant by :func:`run`'s two copies.
 
     With ``meta[Meta.STRAGGLERS]`` an op's end and each hop's end integrate their work over the
     device's or link's piecewise-constant speed profile (:func:`_advance`, :func:`_hop_end`,
@@ -496,7 +520,8 @@ def run(meta, ints, floats, priority, comp_factor, edge_factor, assignment, time
     link_latency = _segment(floats, meta, Meta.LATENCY, n_links)
     link_bandwidth = _segment(floats, meta, Meta.BANDWIDTH, n_links)
     divisor = floats[meta[Meta.DIVISOR]]
-    strag = meta[Meta.STRAGGLERS] != 0  # speed profiles of slowed devices and links (empty arrays without)
+    # strag: a compile-time constant (run's two copies): integrate over the speed profiles of slowed devices and
+    # links (empty arrays without)
     s_ptr, s_pair, s_seg = straggler_arrays(meta, ints, floats)
 
     fifo, h_time, h_key, h_code, q_key, q_seq, q_op, dev_i32, link_i32, l_queue, edge_hop, missing = ws
