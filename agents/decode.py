@@ -33,9 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from doppler_gym.envs.context import N_DEVICE_STATIC, GraphContext, graph_digest, graph_id, mean_times
+from doppler_gym.envs.context import GraphContext, build_context
 from doppler_gym.envs.observation import static_observation
-from doppler_gym.graph.analysis import b_level, critical_path, t_level
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_topology
 from doppler_gym.sim.config import SimConfig
@@ -82,32 +81,8 @@ class Decoded:
 def instance_context(graph: DataflowGraph, topology: Topology, config: SimConfig) -> GraphContext:
     """:func:`doppler_gym.envs.context.build_context` without its reference run and lower bound
     (``reference_makespan`` and ``lower_bound`` are NaN): the same op features, edge attributes,
-    device features and adjacency, in ``O(n + E)`` (the critical-path heuristic it would run costs
-    more than the whole decode). Tests check the arrays against ``build_context``."""
-    comp, comm = mean_times(graph, topology, config)
-    bl = b_level(graph, comp, comm)
-    tl = t_level(graph, comp, comm)
-    cp_len, _ = critical_path(graph, comp)
-    scale = cp_len if cp_len > 0 and np.isfinite(cp_len) else 1.0
-    in_comm = np.bincount(graph.dst, weights=comm[graph.src], minlength=graph.n_ops)
-    out_comm = graph.out_degree * comm
-    feats = np.stack([comp, bl, tl, in_comm, out_comm], axis=1) / scale
-    if config.cost_model == "raw":
-        dev = np.ones((topology.n_devices, N_DEVICE_STATIC))
-    else:
-        mem_max = float(topology.memory.max())
-        dev = np.stack(
-            [topology.speed / topology.speed.max(),
-             topology.memory / mem_max if mem_max > 0 else np.zeros(topology.n_devices)], axis=1)
-    ptr, succ = graph.succ_ptr.tolist(), graph.succ.tolist()
-    succ_lists = [succ[ptr[v] : ptr[v + 1]] for v in range(graph.n_ops)]
-    return GraphContext(
-        graph=graph, topology=topology, config=config, n_ops=graph.n_ops, n_edges=graph.n_edges,
-        n_devices=topology.n_devices, comp=comp, comm=comm, b_level=bl, t_level=tl, scale=float(scale),
-        op_features=feats, edge_attr=comm[graph.src] / scale, device_static=dev, succ=succ_lists,
-        in_degree=graph.in_degree.astype(np.int64), graph_id=graph_id(graph), digest=graph_digest(graph),
-        time_divisor=config.time_divisor, reference_makespan=float("nan"), lower_bound=float("nan"),
-    )
+    device features and adjacency, in ``O(n + E)``."""
+    return build_context(graph, topology, config, reference=False)
 
 
 # ---------------------------------------------------------------------------- numpy heads

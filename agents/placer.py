@@ -31,7 +31,7 @@ from doppler_gym.baselines.common import finish
 from doppler_gym.baselines.critical_path import critical_path
 from doppler_gym.baselines.heft import heft
 from doppler_gym.baselines.local_search import default_starts, local_search
-from doppler_gym.baselines.types import Placement
+from doppler_gym.baselines.types import Placement, jsonable
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.topology.types import Topology
 
@@ -84,7 +84,7 @@ class PlaceResult:
             "graph": self.graph, "n_ops": self.n_ops, "topology": self.topology, "n_devices": self.n_devices,
             "makespan": self.makespan, "time_unit": self.time_unit, "seconds": self.seconds, "method": self.method,
             "policy": self.policy, "search_seconds": self.search_seconds, "seed": self.seed,
-            "baselines": dict(self.baselines), "info": _jsonable(self.info),
+            "baselines": dict(self.baselines), "info": jsonable(self.info),
             "assignment": self.assignment.tolist(), "order": self.order.tolist(),
         }
 
@@ -241,15 +241,3 @@ def place(
         n_ops=g.n_ops, topology=topo.name, n_devices=topo.n_devices, time_unit=config.time_unit, policy=label,
         search_seconds=float(search_seconds), seed=int(seed), baselines=baselines, info=info,
     )
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

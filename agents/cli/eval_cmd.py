@@ -12,11 +12,9 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-import numpy as np
-
 from doppler_gym import baselines
 from doppler_gym.baselines.brute_force import MAX_ASSIGNMENTS, MAX_OPS, count_assignments
-from doppler_gym.baselines.types import Placement
+from doppler_gym.baselines.types import Placement, jsonable
 from doppler_gym.cli import common
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate
@@ -237,7 +235,7 @@ def _row(p: Placement, bound: float, reference: float) -> dict[str, object]:
         "name": p.name, "makespan": p.makespan,
         "ratio_to_lower_bound": p.makespan / bound if bound > 0 else float("nan"),
         "ratio_to_critical_path": p.makespan / reference if reference > 0 else float("nan"),
-        "seconds": p.seconds, "note": _note(p), "info": _jsonable(p.info),
+        "seconds": p.seconds, "note": _note(p), "info": jsonable(p.info),
         "assignment": p.assignment.tolist(), "order": p.order.tolist(),
     }
 
@@ -260,17 +258,3 @@ def _note(p: Placement) -> str:
     if "estimated_makespan" in i:
         return f"seed {i['seed']}, estimate {i['estimated_makespan']:.6g}"
     return f"seed {i['seed']}" if "seed" in i else ""
-
-
-def _jsonable(value: object) -> object:
-    """``value`` with numpy scalars and arrays turned into plain Python (for json.dumps)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-

@@ -99,3 +99,17 @@ def rank_of(order: np.ndarray) -> np.ndarray:
     out = np.empty(order.shape[0], dtype=np.float64)
     out[order] = np.arange(order.shape[0], dtype=np.float64)
     return out
+
+
+def jsonable(value: object) -> object:
+    """``value`` (a :attr:`Placement.info` dict, say) with numpy scalars and arrays turned into plain
+    Python, recursively through dicts, lists and tuples, for ``json.dumps``."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -302,8 +302,14 @@ def mean_times(graph: DataflowGraph, topology: Topology, config: SimConfig) -> t
     return comp, comm
 
 
-def build_context(graph: DataflowGraph, topology: Topology, config: SimConfig) -> GraphContext:
-    """The :class:`GraphContext` of an instance (O(n + E), plus a cached reference run)."""
+def build_context(
+    graph: DataflowGraph, topology: Topology, config: SimConfig, reference: bool = True
+) -> GraphContext:
+    """The :class:`GraphContext` of an instance: O(n + E), plus a cached reference run.
+
+    ``reference=False`` skips the reference run (the critical-path heuristic, which costs more than
+    a whole policy decode on large graphs) and the lower bound: ``reference_makespan`` and
+    ``lower_bound`` are then NaN, every other field is the same."""
     comp, comm = mean_times(graph, topology, config)
     bl = b_level(graph, comp, comm)
     tl = t_level(graph, comp, comm)
@@ -329,8 +335,9 @@ def build_context(graph: DataflowGraph, topology: Topology, config: SimConfig) -
         n_devices=topology.n_devices, comp=comp, comm=comm, b_level=bl, t_level=tl, scale=float(scale),
         op_features=feats, edge_attr=edge_attr, device_static=dev, succ=succ_lists,
         in_degree=graph.in_degree.astype(np.int64), graph_id=graph_id(graph), digest=graph_digest(graph),
-        time_divisor=config.time_divisor, reference_makespan=reference_makespan(graph, topology, config),
-        lower_bound=float(makespan_lower_bound(graph, topology, config)),
+        time_divisor=config.time_divisor,
+        reference_makespan=reference_makespan(graph, topology, config) if reference else float("nan"),
+        lower_bound=float(makespan_lower_bound(graph, topology, config)) if reference else float("nan"),
     )
 
 
