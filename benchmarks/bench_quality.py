@@ -6,14 +6,14 @@ Run from the repository root (long: about ``len(graphs) x (minutes + 2 x ablatio
     nice -n 5 python benchmarks/bench_quality.py --minutes 5 --ablation-minutes 2 > out/bench_quality.log 2>&1
     python benchmarks/bench_quality.py --report          # the table from out/bench_quality/results.json
     python benchmarks/bench_quality.py --only doppler --minutes 6 --out out/bq_search --train-json \
-        '{"il_teacher": "search", "policy_kwargs": {"id_features": 16, "plc_affinity": true},
-          "rl_lr": 1e-4, "rl_lr_final": 1e-5, "target_kl": 0.01}'   # imitating a search placement
+        '{"recipe": "best"}'   # the default recipe of doppler train: imitating a search placement
 
 Per graph (paper/chainmm, paper/ffnn, paper/llama-block, paper/llama-layer; 4 devices; the reference
 simulator, paper units):
 
-- DOPPLER: ``agents.training`` stages ``il,sim`` within ``--minutes`` (DAgger on the critical-path
-  teacher, then MaskablePPO), reported as the final policy's greedy decode and the best of ``--k``
+- DOPPLER: ``agents.training`` stages ``il,sim`` within ``--minutes`` with ``recipe="doppler"`` unless
+  ``--train-json`` names another (DAgger on the critical-path teacher, then MaskablePPO), reported
+  as the final policy's greedy decode and the best of ``--k``
   sampled decodes (both the policy's own placements: no search on top), and the same two decodes
   of ``policy_best.pt`` ("best ckpt": the checkpoint whose periodic greedy decode was the best seen
   in training; a checkpoint selection on the training graph, labelled as such), and the best placement
@@ -58,7 +58,7 @@ def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: 
 
     args = TrainArgs(graph=graph, devices=DEVICES, stages=("il", "sim"), budget_minutes=minutes, learn=learn,
                      seed=seed, out=str(out), sample_decodes=k, baselines=("critical_path",), baseline_seconds=0.1,
-                     progress=False, tensorboard=False, checkpoint_minutes=60.0, **extra)
+                     progress=False, tensorboard=False, checkpoint_minutes=60.0, **{"recipe": "doppler", **extra})
     s = train(args)
     st = s["stages"]
     ckpt = s.get("best_checkpoint") or best_checkpoint(graph, learn, k, seed, out)
