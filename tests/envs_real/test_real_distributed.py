@@ -144,7 +144,10 @@ def test_failures_end_the_run_with_a_clear_error_and_no_process_left(workload, f
     assert not group.running and all(gone(p) for p in pids), "a rank process survived the failure"
 
 
-@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None, reason="no torchrun")
+@pytest.mark.skipif(
+    shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+    reason="torchrun is not installed next to this Python (it comes with torch's console scripts)",
+)
 def test_ranks_launched_by_torchrun_connect_to_the_controller(workload):
     """The multi-host path on localhost: torchrun starts 2 workers that join the controller's store."""
     with socket.socket() as s:

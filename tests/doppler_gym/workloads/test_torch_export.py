@@ -14,7 +14,7 @@ import pytest
 import doppler_gym as dg
 from doppler_gym.workloads import from_torch
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch): the importer needs it")
 nn = torch.nn
 F = torch.nn.functional
 MATMUL_KINDS = ("linear", "matmul", "addmm", "conv2d", "scaled_dot_product_attention")
