@@ -56,26 +56,27 @@ def run(args: argparse.Namespace) -> int:
     return train_cmd.run(train_namespace(args))
 
 
-def eval_namespace(args: argparse.Namespace) -> argparse.Namespace:
-    """The ``doppler eval`` arguments of ``--baselines-only``: eval's own defaults (so options that
-    eval gains later have their values), overridden by every option the demo shares with it."""
+def _command_namespace(command, name: str, args: argparse.Namespace) -> argparse.Namespace:
+    """``doppler NAME GRAPH`` parsed by ``command``'s own parser (so options it gains later have
+    their defaults), then overridden by every option the demo shares with it."""
     parser = argparse.ArgumentParser(prog="doppler")
-    eval_cmd.register(parser.add_subparsers())
-    eargs = parser.parse_args(["eval", args.graph])
+    command.register(parser.add_subparsers())
+    out = parser.parse_args([name, args.graph])
     for key, value in vars(args).items():
-        if key != "func" and hasattr(eargs, key):
-            setattr(eargs, key, value)
-    return eargs
+        if key != "func" and hasattr(out, key):
+            setattr(out, key, value)
+    return out
+
+
+def eval_namespace(args: argparse.Namespace) -> argparse.Namespace:
+    """The ``doppler eval`` arguments of ``--baselines-only``: eval's own defaults, overridden by
+    every option the demo shares with it."""
+    return _command_namespace(eval_cmd, "eval", args)
 
 
 def train_namespace(args: argparse.Namespace) -> argparse.Namespace:
     """The ``doppler train`` arguments of a demo: train's own defaults, overridden by every option
     the demo shares with it (graph, topology, simulator, output, budget, resume)."""
-    parser = argparse.ArgumentParser(prog="doppler")
-    train_cmd.register(parser.add_subparsers())
-    targs = parser.parse_args(["train", args.graph])
-    for key, value in vars(args).items():
-        if key != "func" and hasattr(targs, key):
-            setattr(targs, key, value)
+    targs = _command_namespace(train_cmd, "train", args)
     targs.stages = "il,sim"
     return targs
