@@ -139,6 +139,18 @@ def device_inputs_np(dfeat: np.ndarray, count: np.ndarray, load: np.ndarray) -> 
     ).astype(np.float32, copy=False)
 
 
+def eft_gap_np(dfeat: np.ndarray, comp: np.ndarray) -> np.ndarray:
+    """``agents.policy.eft_gap`` in numpy, all devices real: ``(K, D)`` float32 from ``dfeat (K, D, 7)``
+    and the selected ops' compute feature ``comp (K,)``."""
+    from agents.policy import COMP_FLOOR, EFT_GAP_CAP
+
+    inv = 1.0 / np.maximum(dfeat[..., 5], _EPS)
+    comp = np.maximum(comp, 0)[:, None]
+    eft = np.maximum(dfeat[..., 4], 0) + comp * inv / np.maximum(inv.mean(1, keepdims=True), _EPS)
+    gap = (eft - eft.min(1, keepdims=True)) / np.maximum(comp, COMP_FLOOR)
+    return np.clip(gap, 0.0, EFT_GAP_CAP).astype(np.float32, copy=False)
+
+
 class NumpyHeads:
     """The policy's SEL and PLC heads (and logit clip) in float32 numpy: a head call costs a few
     microseconds instead of the tens that torch's per-op dispatch adds, which is most of a decode
@@ -152,6 +164,8 @@ class NumpyHeads:
         self.plc_dev, self.plc_rel = _weight(plc.dev), _weight(plc.rel)
         self.plc_query = _weight(plc.query)
         self.plc_tail = _layers(plc.tail, "plc_head.tail")
+        self.sel_prior = None if sel.prior is None else np.float32(sel.prior.item())
+        self.plc_prior = None if plc.prior is None else np.float32(plc.prior.item())
         self.clip = None if policy.logit_clip is None else np.float32(policy.logit_clip)
         self._check(policy)
 
@@ -160,21 +174,30 @@ class NumpyHeads:
 
     def sel(self, static: np.ndarray, dyn: np.ndarray) -> np.ndarray:
         """Clipped SEL scores ``(M,)`` from ``static (M, d)`` and ``dyn (M, N_SEL_INPUTS)``."""
-        return self._clip(_run(self.sel_tail, static + dyn @ self.sel_dyn)[:, 0])
+        score = _run(self.sel_tail, static + dyn @ self.sel_dyn)[:, 0]
+        if self.sel_prior is not None:
+            score = score + self.sel_prior * dyn[:, 1]
+        return self._clip(score)
 
-    def plc(self, op_static: np.ndarray, devsum: np.ndarray, dev_in: np.ndarray) -> np.ndarray:
-        """Clipped PLC scores ``(K, D)`` from ``op_static (K, d)``, ``devsum (K, D, d)`` and
-        ``dev_in (K, D, N_DEV_INPUTS)`` (every device real)."""
+    def plc(self, op_static: np.ndarray, devsum: np.ndarray, dev_in: np.ndarray,
+            gap: np.ndarray | None = None) -> np.ndarray:
+        """Clipped PLC scores ``(K, D)`` from ``op_static (K, d)``, ``devsum (K, D, d)``,
+        ``dev_in (K, D, N_DEV_INPUTS)`` and, with the heuristic prior, ``gap (K, D)``
+        (:func:`eft_gap_np`; every device real)."""
         rel = devsum - devsum.sum(1, keepdims=True) / np.float32(devsum.shape[1])
+        if self.plc_prior is not None:
+            dev_in = np.concatenate([dev_in, gap[..., None]], axis=-1)
         h = op_static[:, None, :] + devsum + rel @ self.plc_rel + dev_in @ self.plc_dev
         score = _run(self.plc_tail, h)[..., 0]
         if self.plc_query is not None:
             q = op_static @ self.plc_query
             score = score + (rel * q[:, None, :]).sum(-1) * np.float32(math.sqrt(rel.shape[-1]))
+        if self.plc_prior is not None:
+            score = score - self.plc_prior * gap
         return self._clip(score)
 
     def _check(self, policy: torch.nn.Module) -> None:
-        from agents.policy import device_inputs
+        from agents.policy import device_inputs, eft_gap
 
         g = torch.Generator().manual_seed(0)
         d = self.sel_dyn.shape[1]
@@ -182,6 +205,7 @@ class NumpyHeads:
         static, dyn = torch.randn(7, d, generator=g), torch.randn(7, self.sel_dyn.shape[0], generator=g)
         op, devsum = torch.randn(k, d, generator=g), torch.randn(k, nd, d, generator=g) * 0.1
         dfeat = torch.rand(k, nd, 7, generator=g)
+        comp = torch.rand(k, generator=g) * 0.1
         count, load = torch.rand(k, nd, generator=g), torch.rand(k, nd, generator=g)
         valid = torch.ones(k, nd, dtype=torch.bool)
         c = policy.logit_clip
@@ -191,13 +215,15 @@ class NumpyHeads:
 
         with torch.no_grad():
             dev_in = device_inputs(dfeat, valid, count, load)
+            gap = eft_gap(dfeat, comp, valid)
             want_sel = clip(policy.sel_head(static, dyn)).numpy()
-            want_plc = clip(policy.plc_head(op, devsum, dev_in, valid)).numpy()
+            want_plc = clip(policy.plc_head(op, devsum, dev_in, valid, gap)).numpy()
         got_in = device_inputs_np(dfeat.numpy(), count.numpy(), load.numpy())
+        got_gap = eft_gap_np(dfeat.numpy(), comp.numpy())
         got_sel = self.sel(static.numpy(), dyn.numpy())
-        got_plc = self.plc(op.numpy(), devsum.numpy(), got_in)
-        for name, got, want in (("device inputs", got_in, dev_in.numpy()), ("SEL", got_sel, want_sel),
-                                ("PLC", got_plc, want_plc)):
+        got_plc = self.plc(op.numpy(), devsum.numpy(), got_in, got_gap)
+        for name, got, want in (("device inputs", got_in, dev_in.numpy()), ("finish-time gap", got_gap, gap.numpy()),
+                                ("SEL", got_sel, want_sel), ("PLC", got_plc, want_plc)):
             if got.shape != want.shape or not np.allclose(got, want, rtol=CHECK_RTOL, atol=CHECK_RTOL):
                 raise RuntimeError(f"decode: the numpy {name} head disagrees with the policy's; agents/decode.py "
                                    f"must be updated to the policy's architecture")
@@ -322,7 +348,8 @@ class DirectDecoder:
             sums = acc / n_f
             dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / self.mean_comp)
             v_arr = np.array(chosen)
-            plc = heads.plc(plc_static[v_arr], sums[:, :, :d], dev_in)
+            gap = eft_gap_np(dfeat, self.op_features[v_arr, 0]) if heads.plc_prior is not None else None
+            plc = heads.plc(plc_static[v_arr], sums[:, :, :d], dev_in, gap)
             ex = np.exp(plc - plc.max(1, keepdims=True))
             probs[rows, v_arr] = ex / ex.sum(1, keepdims=True)
             for r, v in enumerate(chosen):

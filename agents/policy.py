@@ -89,6 +89,9 @@ N_VALUE_SCALARS = 6
 DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64, "id_features": 0,
             "structure_features": 0}
 LOGIT_CLIP = 10.0  # DopplerPolicy's default bound on the SEL and PLC scores
+PRIOR_INIT = 2.0  # initial weight of the heuristic prior terms (heuristic_prior=True)
+EFT_GAP_CAP = 10.0  # the PLC prior's finish-time gap is capped at this many of the op's own durations
+COMP_FLOOR = 1e-3  # the gap's denominator: the op's compute time, at least this share of the critical path
 _EPS = 1e-6
 
 
@@ -280,6 +283,25 @@ def device_inputs(dfeat: th.Tensor, dev_valid: th.Tensor, count: th.Tensor, load
     return out * dev_valid.unsqueeze(-1).to(out.dtype)
 
 
+def eft_gap(dfeat: th.Tensor, comp: th.Tensor, dev_valid: th.Tensor) -> th.Tensor:
+    """``(b, D)`` how much later the selected op would finish on each device than on its best one,
+    in units of the op's own compute time: ``min((EFT_d - min_d EFT) / max(comp, COMP_FLOOR),
+    EFT_GAP_CAP)`` (0 on the earliest-finish device, 0 on padding devices).
+
+    ``EFT_d = earliest_start_d + comp * (1 / speed_d) / mean_d(1 / speed_d)``: the earliest start is
+    device feature 4, the relative speed feature 5 and ``comp`` (``(b,)``, op feature 0) the op's mean
+    compute time over the devices, all divided by the graph's critical path (so the gap is
+    scale-free). ``argmin`` of the finish time is HEFT's device choice (Topcuoglu et al., 2002)."""
+    m = dev_valid.to(dfeat.dtype)
+    inv = m / dfeat[..., 5].clamp_min(_EPS)
+    mean_inv = inv.sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
+    comp = comp.clamp_min(0.0).unsqueeze(1)
+    eft = dfeat[..., 4].clamp_min(0.0) + comp * inv / mean_inv.clamp_min(_EPS)
+    eft_min = th.where(dev_valid, eft, th.full_like(eft, float("inf"))).min(1, keepdim=True).values
+    gap = ((eft - eft_min) / comp.clamp_min(COMP_FLOOR)).clamp(0.0, EFT_GAP_CAP)
+    return gap * m
+
+
 class _MaskedCategorical(MaskableCategorical):
     """``MaskableCategorical`` built in one pass: the mask applied once and the logits normalised
     with ``log_softmax`` (``logsumexp`` is ~10x slower on CPU when masked logits of -1e8 underflow),
@@ -303,17 +325,23 @@ def _mlp_tail(d: int) -> nn.Sequential:
 class SelHead(nn.Module):
     """SEL scorer, shared across ops (its first layer's static half lives in the projection table).
 
+    With ``prior``, a learned scalar ``prior`` (initially :data:`PRIOR_INIT`) times the op's b-level
+    z-scored over the ready ops (``dyn[:, 1]``) is added: at initialisation the greedy SEL is the
+    critical-path (largest b-level) rule, which the MLP learns to correct.
+
     Shapes:
         static: ``(R, d)``; dyn: ``(R, N_SEL_INPUTS)``; returns ``(R,)`` (one row per scored op).
     """
 
-    def __init__(self, d: int) -> None:
+    def __init__(self, d: int, prior: bool = False) -> None:
         super().__init__()
         self.dyn = nn.Linear(N_SEL_INPUTS, d, bias=False)
         self.tail = _mlp_tail(d)
+        self.prior = nn.Parameter(th.tensor(PRIOR_INIT)) if prior else None
 
     def forward(self, static: th.Tensor, dyn: th.Tensor) -> th.Tensor:
-        return self.tail(static + self.dyn(dyn)).squeeze(-1)
+        score = self.tail(static + self.dyn(dyn)).squeeze(-1)
+        return score if self.prior is None else score + self.prior * dyn[:, 1]
 
 
 class PlcHead(nn.Module):
@@ -325,28 +353,41 @@ class PlcHead(nn.Module):
     relative to the other devices (a pointer-style match that an additive MLP only approximates:
     "put me with my kin").
 
+    With ``prior``, the device's finish-time gap :func:`eft_gap` is one more device input and
+    ``-prior * gap`` is added (a learned scalar, initially :data:`PRIOR_INIT`): at initialisation the
+    greedy PLC is the earliest-finish-time (HEFT) rule, which the MLP learns to correct. Both priors
+    are scale-free, so they carry over to graphs, sizes and topologies never trained on.
+
     Shapes:
         op_static: ``(b, d)``; devsum: ``(b, D, d)``; dev_in: ``(b, D, N_DEV_INPUTS)``;
-        dev_valid: ``(b, D) bool``; returns ``(b, D)``.
+        dev_valid: ``(b, D) bool``; gap: ``(b, D)`` (required with ``prior``); returns ``(b, D)``.
     """
 
-    def __init__(self, d: int, affinity: bool = False) -> None:
+    def __init__(self, d: int, affinity: bool = False, prior: bool = False) -> None:
         super().__init__()
-        self.dev = nn.Linear(N_DEV_INPUTS, d, bias=False)
+        self.dev = nn.Linear(N_DEV_INPUTS + int(prior), d, bias=False)
         self.rel = nn.Linear(d, d, bias=False)
         self.tail = _mlp_tail(d)
         self.query = nn.Linear(d, d, bias=False) if affinity else None
+        self.prior = nn.Parameter(th.tensor(PRIOR_INIT)) if prior else None
 
     def forward(
-        self, op_static: th.Tensor, devsum: th.Tensor, dev_in: th.Tensor, dev_valid: th.Tensor
+        self, op_static: th.Tensor, devsum: th.Tensor, dev_in: th.Tensor, dev_valid: th.Tensor,
+        gap: th.Tensor | None = None,
     ) -> th.Tensor:
         m = dev_valid.unsqueeze(-1).to(devsum.dtype)
         mean = (devsum * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
         rel = (devsum - mean) * m
+        if self.prior is not None:
+            if gap is None:
+                raise ValueError("PlcHead with prior=True needs the finish-time gap (agents.policy.eft_gap)")
+            dev_in = th.cat([dev_in, gap.unsqueeze(-1)], dim=-1)
         h = op_static.unsqueeze(1) + devsum + self.rel(rel) + self.dev(dev_in)
         score = self.tail(h).squeeze(-1)
         if self.query is not None:
             score = score + (rel * self.query(op_static).unsqueeze(1)).sum(-1) * math.sqrt(rel.shape[-1])
+        if self.prior is not None:
+            score = score - self.prior * gap
         return score
 
 
@@ -374,6 +415,10 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             softmax that samples its argmax, so RL saw no other action and got no gradient.
         plc_affinity: add the PLC head's bilinear affinity term between the selected op and the
             ops already on each device (:class:`PlcHead`); default off.
+        heuristic_prior: add learned-weight heuristic terms to the scores (:class:`SelHead`,
+            :class:`PlcHead`): the b-level (critical-path rule) to SEL and the finish-time gap
+            (HEFT's rule) to PLC, so that the untrained greedy decode is a list scheduler and
+            training learns corrections; default off.
         optimizer_class, optimizer_kwargs: as in SB3 (Adam with eps=1e-5 by default).
         features_extractor_kwargs: alternative way to give the four sizes above (what SB3 saves).
         net_arch, activation_fn, features_extractor_class, share_features_extractor,
@@ -400,6 +445,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         ortho_init: bool = True,
         logit_clip: float | None = LOGIT_CLIP,
         plc_affinity: bool = False,
+        heuristic_prior: bool = False,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         features_extractor_kwargs: dict[str, Any] | None = None,
@@ -428,6 +474,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             raise ValueError(f"DopplerPolicy: logit_clip must be > 0 or None, got {logit_clip}")
         self.logit_clip = None if logit_clip is None else float(logit_clip)
         self.plc_affinity = bool(plc_affinity)
+        self.heuristic_prior = bool(heuristic_prior)
         if optimizer_kwargs is None and optimizer_class is th.optim.Adam:
             optimizer_kwargs = {"eps": 1e-5, "foreach": True}  # SB3's eps; foreach: one fused step
         n_pad = observation_space["op_features"].shape[0] + observation_space["device_features"].shape[0]
@@ -455,8 +502,8 @@ class DopplerPolicy(MaskableActorCriticPolicy):
     def _build(self, lr_schedule: Schedule) -> None:
         ext = self.features_extractor
         d = ext.head_dim
-        self.sel_head = SelHead(d)
-        self.plc_head = PlcHead(d, affinity=self.plc_affinity)
+        self.sel_head = SelHead(d, prior=self.heuristic_prior)
+        self.plc_head = PlcHead(d, affinity=self.plc_affinity, prior=self.heuristic_prior)
         self.value_net = nn.Sequential(
             nn.Linear(ext.features_dim, 2 * d),
             nn.LeakyReLU(0.1),
@@ -470,6 +517,13 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             self.init_weights(self.sel_head.tail[-1], gain=0.01)
             self.init_weights(self.plc_head.tail[-1], gain=0.01)
             self.init_weights(self.value_net[-1], gain=1.0)
+        if self.heuristic_prior:  # a residual policy: the scores start as the heuristic's (the MLPs add 0)
+            with th.no_grad():
+                for head in (self.sel_head, self.plc_head):
+                    head.tail[-1].weight.zero_()
+                    head.tail[-1].bias.zero_()
+                if self.plc_head.query is not None:
+                    self.plc_head.query.weight.zero_()
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
@@ -478,6 +532,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             data.pop(key, None)
         data["logit_clip"] = self.logit_clip
         data["plc_affinity"] = self.plc_affinity
+        data["heuristic_prior"] = self.heuristic_prior
         return data
 
     def _clip(self, scores: th.Tensor) -> th.Tensor:
@@ -544,8 +599,12 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         if pi.numel():
             valid = enc.dev_valid[pi]
             op_static = st.table[..., ext.plc_op_slice][st.group[pi], enc.selected[pi]]
-            dev_in = device_inputs(obs["device_features"][pi], valid, enc.count[pi], enc.load[pi])
-            scores = self._clip(self.plc_head(op_static, enc.devsum[pi], dev_in, valid))
+            dfeat = obs["device_features"][pi]
+            dev_in = device_inputs(dfeat, valid, enc.count[pi], enc.load[pi])
+            gap = None
+            if self.heuristic_prior:
+                gap = eft_gap(dfeat, obs["op_features"][pi, enc.selected[pi], 0], valid)
+            scores = self._clip(self.plc_head(op_static, enc.devsum[pi], dev_in, valid, gap))
             plc_full = plc_full.index_copy(0, pi, th.where(valid, scores, th.full_like(scores, NEG)))
         return th.cat([sel_full, plc_full], dim=1)
 

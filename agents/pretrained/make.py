@@ -29,6 +29,9 @@ TRAIN_MIX = (
     "llama-block:blocks=4,seq=256..2048",
 )
 TOPOLOGIES = ("2", "3", "4", "6", "8", "p100x4", "v100x8-dgx1")
+POLICY_KWARGS = {"heuristic_prior": True, "plc_affinity": True, "structure_features": 1}
+"""The shipped policy's architecture: the best recipe's without op-identity inputs (random features of
+op ids, which carry nothing over to a graph never trained on)."""
 EVAL = ("llama-layer:blocks=2",)  # held-out graph decoded during and after training (the run's main graph)
 HELD_OUT = {
     "families": ["llama-layer (every size)"],
@@ -43,7 +46,8 @@ def train_command(minutes: float, out: str, seed: int, pool: int, evals: int, st
     return ["doppler", "train", "mix", "--stages", stages, "--graph-mix", *TRAIN_MIX, "--graph-eval", *EVAL,
             "--topology-mix", *TOPOLOGIES, "--devices", "4", "--mix-pool", str(pool),
             "--set", f"il_teacher_evals={evals}", "--budget-minutes", f"{minutes:g}", "--seed", str(seed),
-            "--out", out, "--no-progress", "--baseline-seconds", "2", "--sample-decodes", "8"]
+            "--out", out, "--no-progress", "--baseline-seconds", "2", "--sample-decodes", "8",
+            "--policy-kwargs", json.dumps(POLICY_KWARGS, separators=(",", ":"))]
 
 
 def commit() -> str:

@@ -26,7 +26,7 @@ class _RecipeDefault:
 
 
 RECIPE = _RecipeDefault()
-BEST_POLICY_KWARGS = {"id_features": 16, "plc_affinity": True, "structure_features": 1}
+BEST_POLICY_KWARGS = {"id_features": 16, "plc_affinity": True, "structure_features": 1, "heuristic_prior": True}
 RECIPES: dict[str, dict[str, Any]] = {
     # the best measured recipe (docs/results/train_default.md): a search teacher (expert iteration),
     # op-identity and structural GNN inputs, the PLC affinity term, and a gentle RL stage that keeps
