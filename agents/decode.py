@@ -299,6 +299,8 @@ class DirectDecoder:
         k = int(greedy) + int(samples)
         if k < 1:
             raise ValueError("decode: nothing to decode; give greedy=True and/or samples >= 1")
+        if k == 1:
+            return self._run_one(not greedy, np.random.default_rng(seed), started)
         ctx, heads, d = self.ctx, self.heads, self.d
         n, nd = ctx.n_ops, ctx.n_devices
         f32 = np.float32
@@ -366,6 +368,69 @@ class DirectDecoder:
         assignments = np.stack([es.device for es in schedules]).astype(np.int64)
         estimated = np.array([es.makespan for es in schedules]) / ctx.time_divisor
         return Decoded(assignments, orders, estimated, probs, bool(greedy), time.perf_counter() - started, 0.0)
+
+
+    def _run_one(self, sampled: bool, rng: np.random.Generator, started: float) -> Decoded:
+        """:meth:`run` for one episode (``K == 1``): the same operations on the same values, in the
+        same order (so the same actions, bit for bit), without the lockstep batching (segment
+        bookkeeping, per-row loops); the per-device sums are updated on the placed device only."""
+        ctx, heads, d = self.ctx, self.heads, self.d
+        n, nd = ctx.n_ops, ctx.n_devices
+        f32 = np.float32
+        succ, in_degree = ctx.succ, ctx.in_degree
+        inv_scale = 1.0 / ctx.scale
+        schedule = EstimatedSchedule(ctx.graph, ctx.topology, ctx.config, time_model="fixed")
+        waiting = in_degree.tolist()
+        ready = {v for v in range(n) if waiting[v] == 0}
+        order = np.zeros(n, np.int64)
+        probs = np.zeros((1, n, nd), f32)
+        acc = np.zeros((1, nd, self.sums_table.shape[1]), f32)  # per-device sums of the table rows
+        sums = acc / f32(n)  # acc / n, row dv refreshed when a placement changes acc[0, dv]
+        n_f = f32(n)
+        dfeat = np.zeros((1, nd, 7), f32)
+        dfeat[:, :, 5:] = self.device_static
+        feats64, sel_static, plc_static = self.op_features.astype(np.float64), self.sel_static, self.plc_static
+        comp_feat = self.op_features[:, 0]
+        sums_table, mean_comp = self.sums_table, self.mean_comp
+        head0 = np.zeros(1, np.intp)  # one segment starting at row 0 (np.add.reduceat, as run's batched sums)
+        step_f = np.arange(n, dtype=f32) / n_f  # (n,) placed share at each step, as f32(step) / n_f
+        for step in range(n):
+            # ---------------------------------------------------------------- SEL
+            lst = sorted(ready)
+            m = len(lst)
+            idx = np.array(lst, np.int64)
+            x = feats64[idx]  # (M, 5), float64 statistics as agents.policy._zscore
+            cnt = float(m)
+            dx = x - np.add.reduceat(x, head0, axis=0) / cnt
+            var = np.add.reduceat(dx * dx, head0, axis=0) / cnt
+            dyn = np.empty((m, 7), f32)
+            dyn[:, :5] = dx / (np.sqrt(var) + _EPS)
+            dyn[:, 5] = step_f[step]
+            dyn[:, 6] = f32(m) / n_f
+            scores = heads.sel(sel_static[idx], dyn)
+            pick = int(np.argmax(scores.astype(np.float64) + rng.gumbel(size=m))) if sampled else _greedy(scores)
+            v = lst[pick]
+            # ---------------------------------------------------------------- PLC
+            feats = schedule.device_features(v)  # (D, 5) [internal time]
+            dfeat[0, :, :5] = feats * inv_scale
+            dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / mean_comp)
+            gap = eft_gap_np(dfeat, comp_feat[v : v + 1]) if heads.plc_prior is not None else None
+            plc = heads.plc(plc_static[v : v + 1], sums[:, :, :d], dev_in, gap)
+            ex = np.exp(plc - plc.max(1, keepdims=True))
+            probs[0, v] = (ex / ex.sum(1, keepdims=True))[0]
+            dv = int(np.argmax(plc[0].astype(np.float64) + rng.gumbel(size=nd))) if sampled else _greedy(plc[0])
+            order[step] = v
+            schedule.place(v, dv, feats[:, 4])
+            acc[0, dv] += sums_table[v]
+            sums[0, dv] = acc[0, dv] / n_f
+            ready.discard(v)
+            for s_op in succ[v]:
+                waiting[s_op] -= 1
+                if waiting[s_op] == 0:
+                    ready.add(s_op)
+        estimated = np.array([schedule.makespan]) / ctx.time_divisor
+        return Decoded(schedule.device[None].astype(np.int64), order[None], estimated, probs, not sampled,
+                       time.perf_counter() - started, 0.0)
 
 
 def decode(

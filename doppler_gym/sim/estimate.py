@@ -67,6 +67,24 @@ class EstimatedSchedule:
         self.avail = np.zeros(d)
         self.work = np.zeros(d)
         self.makespan = 0.0
+        # Python-list mirrors of the static tables and of the state, built on the first device_features
+        # call (numpy's per-call overhead dominates the per-op work on a handful of inputs). The state
+        # arrays above are written by place() and reset() only, which keep the mirrors in step.
+        self._static_l: tuple | None = None
+        self._state_l: tuple | None = None
+
+    def _lists(self) -> tuple:
+        """``(preds, comp, size, latency, inv_bw, device, start, end, avail, work)`` as Python lists."""
+        if self._static_l is None:
+            g = self.graph
+            ptr, pred = g.pred_ptr.tolist(), g.pred.tolist()
+            self._static_l = ([pred[ptr[v] : ptr[v + 1]] for v in range(g.n_ops)], self.comp_time.tolist(),
+                              g.out_bytes.astype(np.float64).tolist(), self._pair_latency.tolist(),
+                              self._pair_inv_bw.tolist())
+        if self._state_l is None:
+            self._state_l = (self.device.tolist(), self.start.tolist(), self.end.tolist(), self.avail.tolist(),
+                             self.work.tolist())
+        return self._static_l + self._state_l
 
     def reset(self) -> None:
         """Forget every placement."""
@@ -76,6 +94,7 @@ class EstimatedSchedule:
         self.avail.fill(0.0)
         self.work.fill(0.0)
         self.makespan = 0.0
+        self._state_l = None
 
     # ------------------------------------------------------------------ queries
     def input_arrivals(self, op: int) -> np.ndarray:
@@ -103,24 +122,29 @@ class EstimatedSchedule:
         the earliest start of ``op`` on the device.
         """
         d = self.n_devices
-        out = np.zeros((d, N_DEVICE_FEATURES))
-        out[:, 0] = self.work
-        preds = self.graph.predecessors(op)
-        preds = preds[self.device[preds] >= 0]
-        if preds.size:
-            dev = self.device[preds]
-            out[:, 1] = np.bincount(dev, weights=self.comp_time[preds, dev], minlength=d)
-            # An op has a handful of inputs: a plain loop beats ufunc.at on tiny arrays.
-            seen = np.zeros(d, dtype=bool)
-            for p, dv in zip(preds.tolist(), dev.tolist()):
-                s, e = self.start[p], self.end[p]
-                if not seen[dv] or s < out[dv, 2]:
-                    out[dv, 2] = s
-                if e > out[dv, 3]:
-                    out[dv, 3] = e
-                seen[dv] = True
-        out[:, 4] = self.earliest_start(op)
-        return out
+        preds, comp_l, size_l, lat_l, inv_bw_l, dev_l, start_l, end_l, avail_l, work_l = self._lists()
+        inp = [0.0] * d  # compute of the placed inputs per device (in input order, as np.bincount)
+        first = [0.0] * d  # earliest start of those inputs
+        last = [0.0] * d  # latest end of those inputs
+        seen = [False] * d
+        est = avail_l.copy()  # earliest start: max(avail, every input's arrival)
+        for p in preds[op]:
+            dv = dev_l[p]
+            if dv < 0:
+                continue
+            inp[dv] += comp_l[p][dv]
+            s, e = start_l[p], end_l[p]
+            if not seen[dv] or s < first[dv]:
+                first[dv] = s
+            if e > last[dv]:
+                last[dv] = e
+            seen[dv] = True
+            size, lat, inv_bw = size_l[p], lat_l[dv], inv_bw_l[dv]
+            for j in range(d):  # arrival of p's output on device j (no transfer on its own device)
+                a = e if j == dv else e + (lat[j] + size * inv_bw[j])
+                if a > est[j]:
+                    est[j] = a
+        return np.array([work_l, inp, first, last, est]).T.copy()
 
     # ------------------------------------------------------------------ updates
     def place(self, op: int, device: int, earliest: np.ndarray | None = None) -> None:
@@ -141,5 +165,12 @@ class EstimatedSchedule:
         self.end[op] = end
         self.avail[device] = end
         self.work[device] += self.comp_time[op, device]
+        if self._state_l is not None:
+            dev_l, start_l, end_l, avail_l, work_l = self._state_l
+            dev_l[op] = int(device)
+            start_l[op] = float(start)
+            end_l[op] = float(end)
+            avail_l[device] = float(end)
+            work_l[device] = float(self.work[device])
         if end > self.makespan:
             self.makespan = end

@@ -11,6 +11,7 @@ from agents.decode import TIE_ATOL, DirectDecoder, NumpyHeads, decode, instance_
 from agents.policy import DopplerPolicy
 from agents.training.rollout import decode as env_decode
 from doppler_gym.envs.context import build_context
+from doppler_gym.sim.costs import Costs
 from doppler_gym.sim.estimate import EstimatedSchedule
 from tests.agents.policy_helpers import make_env, random_dag
 
@@ -152,3 +153,59 @@ def test_bad_inputs_are_clear_errors():
         decode(policy, random_dag(6, seed=0), 2, greedy=False, samples=0)
     with pytest.raises(ValueError, match="samples"):
         DirectDecoder(policy, random_dag(6, seed=0), 2).run(samples=-1)
+
+
+@pytest.mark.parametrize("kwargs", [{"plc_affinity": True}, {"heuristic_prior": True}])
+def test_single_episode_path_equals_the_lockstep_rows(kwargs):
+    # run() decodes K == 1 on its own path; with K > 1 it runs the lockstep batch. Greedy rows draw no
+    # noise, so the lockstep's row 1 (greedy + 1 sample) consumes the same Gumbel draws as a lone
+    # sampled episode with that seed: both rows must take the single-episode decodes' actions (the
+    # probabilities agree to float32 rounding: a batch of K rows rounds its matmuls differently).
+    graph = random_dag(24, edge_prob=0.25, seed=5)
+    env = make_env(graph=graph, topology=3)
+    policy = sharp_policy(env, seed=2, **kwargs)
+    dec = DirectDecoder(policy, graph, 3)
+    both = dec.run(samples=1, greedy=True, seed=11)
+    for row, one in ((0, dec.run()), (1, dec.run(samples=1, greedy=False, seed=11))):
+        assert one.assignments.shape == (1, graph.n_ops) and one.greedy == (row == 0)
+        np.testing.assert_array_equal(one.orders[0], both.orders[row])
+        np.testing.assert_array_equal(one.assignments[0], both.assignments[row])
+        np.testing.assert_allclose(one.plc_probs[0], both.plc_probs[row], rtol=1e-4, atol=1e-7)
+        assert one.estimated[0] == both.estimated[row]
+
+
+def test_estimated_schedule_device_features_match_their_definition():
+    # brute force from the docstring's definition, on random placements in a random topological order,
+    # across a reset (the schedule keeps list mirrors of its state for this per-op work)
+    graph = random_dag(30, edge_prob=0.2, seed=6)
+    topo = dg.Topology.preset("p100x4")
+    es = EstimatedSchedule(graph, topo, dg.instances.default_config(graph), "fixed")
+    rng = np.random.default_rng(0)
+    costs = Costs.of(graph, topo, dg.instances.default_config(graph))
+    lat, inv_bw = costs.latency, costs.inv_bw
+    for _ in range(2):
+        es.reset()
+        end, start, dev = np.zeros(graph.n_ops), np.zeros(graph.n_ops), np.full(graph.n_ops, -1)
+        avail, work = np.zeros(4), np.zeros(4)
+        for v in range(graph.n_ops):  # i < j edges: op id order is topological
+            want = np.zeros((4, 5))
+            want[:, 0] = work
+            want[:, 4] = avail
+            preds = [int(p) for p in graph.predecessors(v)]
+            for d in range(4):
+                on_d = [p for p in preds if dev[p] == d]
+                want[d, 1] = sum(es.comp_time[p, d] for p in on_d)
+                want[d, 2] = min((start[p] for p in on_d), default=0.0)
+                want[d, 3] = max((end[p] for p in on_d), default=0.0)
+                for p in preds:
+                    hop = 0.0 if dev[p] == d else lat[dev[p], d] + graph.out_bytes[p] * inv_bw[dev[p], d]
+                    want[d, 4] = max(want[d, 4], end[p] + hop)
+            got = es.device_features(v)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+            np.testing.assert_array_equal(got[:, 4], es.earliest_start(v))
+            d = int(rng.integers(4))
+            start[v], dev[v] = want[d, 4], d
+            end[v] = start[v] + es.comp_time[v, d]
+            avail[d], work[d] = end[v], work[d] + es.comp_time[v, d]
+            es.place(v, d)
+        np.testing.assert_allclose(es.end, end, rtol=1e-12)
