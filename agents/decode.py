@@ -17,7 +17,9 @@ device features) without the env:
 The formulas are those of :meth:`DopplerExtractor.encode` and :meth:`DopplerPolicy._logits` (tested
 action for action against the env). Cost per episode: ``O(n + E)`` bookkeeping plus one head call
 per step over the ready ops (SEL) or the devices (PLC), i.e. ``O(sum of ready-set sizes)``; memory
-``O(n (F + D))``. ``K`` episodes run in lockstep with one batched head call per step.
+``O(n (F + D))``. ``K`` episodes run in lockstep with one batched head call per step; a single
+episode (``K == 1``, e.g. the greedy decode alone) runs on its own loop without the batching
+bookkeeping, with the same operations on the same values (the same actions, bit for bit).
 
 Greedy rows take the argmax of the clipped scores (ties, within ``TIE_ATOL``, to the lowest op id /
 device id, as ``torch.argmax`` on the env's padded scores); sampled rows draw from their softmax with the
@@ -50,7 +52,7 @@ TIE_ATOL = 4e-6  # greedy: scores this close to the best are ties (to the lowest
 def _greedy(scores: np.ndarray) -> int:
     """The first index whose score is within ``TIE_ATOL`` of the largest (the env's argmax over
     exactly tied scores takes the lowest id)."""
-    return int(np.argmax(scores >= scores.max() - TIE_ATOL))
+    return int((scores >= scores.max() - TIE_ATOL).argmax())
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,8 @@ class DirectDecoder:
 
     # ------------------------------------------------------------------ decode
     def run(self, samples: int = 0, greedy: bool = True, seed: int = 0) -> Decoded:
-        """Decode ``greedy`` (row 0) plus ``samples`` sampled episodes, in lockstep.
+        """Decode ``greedy`` (row 0) plus ``samples`` sampled episodes, in lockstep (one episode:
+        :meth:`_run_one`).
 
         Args:
             samples: sampled episodes [count].
@@ -383,7 +386,7 @@ class DirectDecoder:
         waiting = in_degree.tolist()
         ready = {v for v in range(n) if waiting[v] == 0}
         order = np.zeros(n, np.int64)
-        probs = np.zeros((1, n, nd), f32)
+        plc_scores = np.zeros((n, nd), f32)  # each op's PLC scores; their softmax after the loop
         acc = np.zeros((1, nd, self.sums_table.shape[1]), f32)  # per-device sums of the table rows
         sums = acc / f32(n)  # acc / n, row dv refreshed when a placement changes acc[0, dv]
         n_f = f32(n)
@@ -416,8 +419,7 @@ class DirectDecoder:
             dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / mean_comp)
             gap = eft_gap_np(dfeat, comp_feat[v : v + 1]) if heads.plc_prior is not None else None
             plc = heads.plc(plc_static[v : v + 1], sums[:, :, :d], dev_in, gap)
-            ex = np.exp(plc - plc.max(1, keepdims=True))
-            probs[0, v] = (ex / ex.sum(1, keepdims=True))[0]
+            plc_scores[v] = plc[0]
             dv = int(np.argmax(plc[0].astype(np.float64) + rng.gumbel(size=nd))) if sampled else _greedy(plc[0])
             order[step] = v
             schedule.place(v, dv, feats[:, 4])
@@ -428,6 +430,8 @@ class DirectDecoder:
                 waiting[s_op] -= 1
                 if waiting[s_op] == 0:
                     ready.add(s_op)
+        ex = np.exp(plc_scores - plc_scores.max(1, keepdims=True))  # row-wise, as run's per-step softmax
+        probs = (ex / ex.sum(1, keepdims=True))[None]
         estimated = np.array([schedule.makespan]) / ctx.time_divisor
         return Decoded(schedule.device[None].astype(np.int64), order[None], estimated, probs, not sampled,
                        time.perf_counter() - started, 0.0)
