@@ -168,8 +168,13 @@ class NumpyHeads:
         self.plc_tail = _layers(plc.tail, "plc_head.tail")
         self.sel_prior = None if sel.prior is None else np.float32(sel.prior.item())
         self.plc_prior = None if plc.prior is None else np.float32(plc.prior.item())
+        self.residual_clip = None if plc.residual_clip is None else np.float32(plc.residual_clip)
         self.clip = None if policy.logit_clip is None else np.float32(policy.logit_clip)
         self._check(policy)
+
+    def _bound(self, s: np.ndarray) -> np.ndarray:
+        """The policy's ``residual_clip`` bound of the learned part of a score (``agents.policy.bound``)."""
+        return s if self.residual_clip is None else self.residual_clip * np.tanh(s / self.residual_clip)
 
     def _clip(self, s: np.ndarray) -> np.ndarray:
         return s if self.clip is None else self.clip * np.tanh(s / self.clip)
@@ -178,7 +183,7 @@ class NumpyHeads:
         """Clipped SEL scores ``(M,)`` from ``static (M, d)`` and ``dyn (M, N_SEL_INPUTS)``."""
         score = _run(self.sel_tail, static + dyn @ self.sel_dyn)[:, 0]
         if self.sel_prior is not None:
-            score = score + self.sel_prior * dyn[:, 1]
+            score = self._bound(score) + self.sel_prior * dyn[:, 1]
         return self._clip(score)
 
     def plc(self, op_static: np.ndarray, devsum: np.ndarray, dev_in: np.ndarray,
@@ -195,7 +200,7 @@ class NumpyHeads:
             q = op_static @ self.plc_query
             score = score + (rel * q[:, None, :]).sum(-1) * np.float32(math.sqrt(rel.shape[-1]))
         if self.plc_prior is not None:
-            score = score - self.plc_prior * gap
+            score = self._bound(score) - self.plc_prior * gap
         return self._clip(score)
 
     def _check(self, policy: torch.nn.Module) -> None:

@@ -317,6 +317,11 @@ class _MaskedCategorical(MaskableCategorical):
         Distribution.__init__(self, logits.shape[:-1], validate_args=False)
 
 
+def bound(x: th.Tensor, c: float | None) -> th.Tensor:
+    """``c * tanh(x / c)`` (identity when ``c`` is None): a soft bound to ``(-c, c)``."""
+    return x if c is None else c * th.tanh(x / c)
+
+
 def _mlp_tail(d: int) -> nn.Sequential:
     """``act -> Linear(d, d) -> act -> Linear(d, 1)``: the rest of a scorer after its first layer."""
     return nn.Sequential(nn.LeakyReLU(0.1), nn.Linear(d, d), nn.LeakyReLU(0.1), nn.Linear(d, 1))
@@ -327,21 +332,26 @@ class SelHead(nn.Module):
 
     With ``prior``, a learned scalar ``prior`` (initially :data:`PRIOR_INIT`) times the op's b-level
     z-scored over the ready ops (``dyn[:, 1]``) is added: at initialisation the greedy SEL is the
-    critical-path (largest b-level) rule, which the MLP learns to correct.
+    critical-path (largest b-level) rule, which the MLP learns to correct; ``residual_clip`` ``c``
+    bounds the correction to ``(-c, c)`` (:func:`bound`), so that it can reorder only ops whose
+    prior scores are within ``2c`` of each other.
 
     Shapes:
         static: ``(R, d)``; dyn: ``(R, N_SEL_INPUTS)``; returns ``(R,)`` (one row per scored op).
     """
 
-    def __init__(self, d: int, prior: bool = False) -> None:
+    def __init__(self, d: int, prior: bool = False, residual_clip: float | None = None) -> None:
         super().__init__()
         self.dyn = nn.Linear(N_SEL_INPUTS, d, bias=False)
         self.tail = _mlp_tail(d)
         self.prior = nn.Parameter(th.tensor(PRIOR_INIT)) if prior else None
+        self.residual_clip = residual_clip if prior else None
 
     def forward(self, static: th.Tensor, dyn: th.Tensor) -> th.Tensor:
         score = self.tail(static + self.dyn(dyn)).squeeze(-1)
-        return score if self.prior is None else score + self.prior * dyn[:, 1]
+        if self.prior is None:
+            return score
+        return bound(score, self.residual_clip) + self.prior * dyn[:, 1]
 
 
 class PlcHead(nn.Module):
@@ -357,19 +367,23 @@ class PlcHead(nn.Module):
     ``-prior * gap`` is added (a learned scalar, initially :data:`PRIOR_INIT`): at initialisation the
     greedy PLC is the earliest-finish-time (HEFT) rule, which the MLP learns to correct. Both priors
     are scale-free, so they carry over to graphs, sizes and topologies never trained on.
+    ``residual_clip`` ``c`` bounds the learned part (MLP and affinity) to ``(-c, c)``: it can then
+    only choose among devices whose finish-time gaps are within ``2c / prior`` op durations of the best.
 
     Shapes:
         op_static: ``(b, d)``; devsum: ``(b, D, d)``; dev_in: ``(b, D, N_DEV_INPUTS)``;
         dev_valid: ``(b, D) bool``; gap: ``(b, D)`` (required with ``prior``); returns ``(b, D)``.
     """
 
-    def __init__(self, d: int, affinity: bool = False, prior: bool = False) -> None:
+    def __init__(self, d: int, affinity: bool = False, prior: bool = False,
+                 residual_clip: float | None = None) -> None:
         super().__init__()
         self.dev = nn.Linear(N_DEV_INPUTS + int(prior), d, bias=False)
         self.rel = nn.Linear(d, d, bias=False)
         self.tail = _mlp_tail(d)
         self.query = nn.Linear(d, d, bias=False) if affinity else None
         self.prior = nn.Parameter(th.tensor(PRIOR_INIT)) if prior else None
+        self.residual_clip = residual_clip if prior else None
 
     def forward(
         self, op_static: th.Tensor, devsum: th.Tensor, dev_in: th.Tensor, dev_valid: th.Tensor,
@@ -387,7 +401,7 @@ class PlcHead(nn.Module):
         if self.query is not None:
             score = score + (rel * self.query(op_static).unsqueeze(1)).sum(-1) * math.sqrt(rel.shape[-1])
         if self.prior is not None:
-            score = score - self.prior * gap
+            score = bound(score, self.residual_clip) - self.prior * gap
         return score
 
 
@@ -419,6 +433,9 @@ class DopplerPolicy(MaskableActorCriticPolicy):
             :class:`PlcHead`): the b-level (critical-path rule) to SEL and the finish-time gap
             (HEFT's rule) to PLC, so that the untrained greedy decode is a list scheduler and
             training learns corrections; default off.
+        residual_clip: with ``heuristic_prior``, bound the learned part of each score to
+            ``(-residual_clip, residual_clip)`` (a correction of the heuristic among its near-ties,
+            which cannot stray far from it on graphs unlike the training ones); default None = unbounded.
         optimizer_class, optimizer_kwargs: as in SB3 (Adam with eps=1e-5 by default).
         features_extractor_kwargs: alternative way to give the four sizes above (what SB3 saves).
         net_arch, activation_fn, features_extractor_class, share_features_extractor,
@@ -446,6 +463,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         logit_clip: float | None = LOGIT_CLIP,
         plc_affinity: bool = False,
         heuristic_prior: bool = False,
+        residual_clip: float | None = None,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
         features_extractor_kwargs: dict[str, Any] | None = None,
@@ -475,6 +493,9 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         self.logit_clip = None if logit_clip is None else float(logit_clip)
         self.plc_affinity = bool(plc_affinity)
         self.heuristic_prior = bool(heuristic_prior)
+        if residual_clip is not None and not residual_clip > 0:
+            raise ValueError(f"DopplerPolicy: residual_clip must be > 0 or None, got {residual_clip}")
+        self.residual_clip = None if residual_clip is None else float(residual_clip)
         if optimizer_kwargs is None and optimizer_class is th.optim.Adam:
             optimizer_kwargs = {"eps": 1e-5, "foreach": True}  # SB3's eps; foreach: one fused step
         n_pad = observation_space["op_features"].shape[0] + observation_space["device_features"].shape[0]
@@ -502,8 +523,9 @@ class DopplerPolicy(MaskableActorCriticPolicy):
     def _build(self, lr_schedule: Schedule) -> None:
         ext = self.features_extractor
         d = ext.head_dim
-        self.sel_head = SelHead(d, prior=self.heuristic_prior)
-        self.plc_head = PlcHead(d, affinity=self.plc_affinity, prior=self.heuristic_prior)
+        self.sel_head = SelHead(d, prior=self.heuristic_prior, residual_clip=self.residual_clip)
+        self.plc_head = PlcHead(d, affinity=self.plc_affinity, prior=self.heuristic_prior,
+                                residual_clip=self.residual_clip)
         self.value_net = nn.Sequential(
             nn.Linear(ext.features_dim, 2 * d),
             nn.LeakyReLU(0.1),
@@ -533,6 +555,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         data["logit_clip"] = self.logit_clip
         data["plc_affinity"] = self.plc_affinity
         data["heuristic_prior"] = self.heuristic_prior
+        data["residual_clip"] = self.residual_clip
         return data
 
     def _clip(self, scores: th.Tensor) -> th.Tensor:

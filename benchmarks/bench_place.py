@@ -36,6 +36,9 @@ QUALITY = (  # (graph spec, topology): held out by agents/pretrained/pretrained.
     ("paper/chainmm", 4), ("paper/ffnn", 4), ("paper/llama-layer", 4), ("paper/llama-block", 8),
     ("llama-layer", "p100x4"), ("llama-layer", "h100x8-nvswitch"),
     ("random:n_ops=600,levels=30,seed=11", "p100x4"), ("random:n_ops=600,levels=30,seed=11", "h100x8-nvswitch"),
+    # the sizes of the examples: random 1,000 and 4,000 ops, a wide layered DAG of about 600 ops
+    ("random:n_ops=1000,levels=40,seed=3", 4), ("random:n_ops=1000,levels=40,seed=3", 8),
+    ("random:n_ops=4000,levels=100,seed=5", 4), ("random:n_ops=605,levels=11,seed=13", 8),
 )
 
 
@@ -50,12 +53,11 @@ def build(spec: str):
     return dg.instances.resolve_graph(name, kw or None)
 
 
-def quality(budgets: list[float], seed: int, instances: list[tuple]) -> list[dict]:
+def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path: str | None = None) -> list[dict]:
     import doppler_gym as dg
-    from agents import pretrained
-    from agents.placer import place
+    from agents.placer import place, resolve_policy
 
-    policy = pretrained.load_policy()
+    policy, _ = resolve_policy(policy_path)
     rows = []
     for spec, topo_spec in instances:
         g = build(spec)
@@ -174,6 +176,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,1000,4000,20000")
     ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--policy", help="a policy checkpoint (default: the shipped agents/pretrained one)")
+    ap.add_argument("--only", help="quality: only the instances whose graph spec contains this text")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
     args = ap.parse_args()
     out = Path(args.out)
@@ -190,7 +194,8 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(1)
-        results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, list(QUALITY))
+        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
+        results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, instances, args.policy)
         path.write_text(json.dumps(results, indent=1))
     report(results)
 

@@ -29,9 +29,10 @@ TRAIN_MIX = (
     "llama-block:blocks=4,seq=256..2048",
 )
 TOPOLOGIES = ("2", "3", "4", "6", "8", "p100x4", "v100x8-dgx1")
-POLICY_KWARGS = {"heuristic_prior": True, "plc_affinity": True, "structure_features": 1}
+POLICY_KWARGS = {"heuristic_prior": True, "residual_clip": 1.0, "plc_affinity": True, "structure_features": 1}
 """The shipped policy's architecture: the best recipe's without op-identity inputs (random features of
-op ids, which carry nothing over to a graph never trained on)."""
+op ids, which carry nothing over to a graph never trained on), with the learned corrections of the
+heuristic prior bounded (``residual_clip``) so that they cannot stray far from it on unseen graphs."""
 EVAL = ("llama-layer:blocks=2",)  # held-out graph decoded during and after training (the run's main graph)
 HELD_OUT = {
     "families": ["llama-layer (every size)"],

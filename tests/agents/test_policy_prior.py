@@ -93,3 +93,33 @@ def test_prior_weights_train_and_survive_save_load(tmp_path):
     loaded = MaskablePPO.load(tmp_path / "m.zip", env=DummyVecEnv([lambda: env]))
     assert loaded.policy.heuristic_prior
     assert loaded.policy.plc_head.prior.item() == pytest.approx(after[1])
+
+
+def test_residual_clip_bounds_the_learned_part_of_every_score():
+    env = make_env(graph=random_dag(16, edge_prob=0.3, seed=4), topology=4)
+    torch.manual_seed(1)
+    policy = DopplerPolicy(env.observation_space, env.action_space, lambda _: 1e-3, heuristic_prior=True,
+                           residual_clip=0.5, plc_affinity=True, **SMALL)
+    with torch.no_grad():  # large learned parts: the bound must hold them to (-0.5, 0.5)
+        for head in (policy.sel_head, policy.plc_head):
+            torch.nn.init.normal_(head.tail[-1].weight, std=30.0)
+        torch.nn.init.normal_(policy.plc_head.query.weight, std=3.0)
+    g = torch.Generator().manual_seed(0)
+    d = SMALL["head_dim"]
+    static, dyn = torch.randn(9, d, generator=g), torch.randn(9, 7, generator=g)
+    with torch.no_grad():
+        sel = policy.sel_head(static, dyn)
+        learned = sel - policy.sel_head.prior * dyn[:, 1]
+        op, devsum = torch.randn(3, d, generator=g), torch.randn(3, 4, d, generator=g)
+        dev_in, gap = torch.randn(3, 4, 15, generator=g), torch.rand(3, 4, generator=g) * 5
+        valid = torch.ones(3, 4, dtype=torch.bool)
+        plc_learned = policy.plc_head(op, devsum, dev_in, valid, gap) + policy.plc_head.prior * gap
+        unbounded = policy.plc_head.tail(op.unsqueeze(1) + devsum).abs().max()
+    assert learned.abs().max() <= 0.5 + 1e-6 and plc_learned.abs().max() <= 0.5 + 1e-5
+    assert learned.abs().max() > 0.4 and unbounded > 5.0  # the bound is active, not a no-op
+    # and the direct decode (numpy heads) still takes the env's actions with the bound
+    policy.set_training_mode(False)
+    info = env_decode(policy, env, greedy=True, seed=0)
+    out = decode(policy, env.unwrapped.graph, 4)
+    np.testing.assert_array_equal(out.orders[0], info["order"])
+    np.testing.assert_array_equal(out.assignments[0], info["assignment"])
