@@ -11,8 +11,9 @@ search:
    the budget allows, none when the greedy decode is over 10% worse than the best heuristic);
 3. run :func:`~doppler_gym.baselines.local_search` from the best of all of them, for the rest of
    the budget; when a decoded placement is that best start, a quarter of the moves come from its
-   PLC probabilities (the move proposal). When a heuristic beats every decode the policy is no
-   guide on this instance, and the search is plain local search (same seed, same moves).
+   PLC probabilities (the move proposal). When a heuristic is as good as every decode (ties go to
+   the heuristics) the policy is no guide on this instance, and the search is plain local search
+   (same seed, same moves).
 
 Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same placement.
 """
@@ -209,10 +210,11 @@ def place(
         best: Placement = decoded[0]
         method = "greedy"
     else:
-        starts = decoded + heuristics
-        start = min(starts, key=lambda p: p.makespan)
-        # the proposal only when the policy's own placement is the best start: when a heuristic beats
-        # every decode, the policy is no guide on this instance and the search runs as plain local_search
+        starts = heuristics + decoded
+        start = min(starts, key=lambda p: p.makespan)  # ties go to the heuristics (listed first)
+        # the proposal only when the policy's own placement is strictly the best start: when a heuristic
+        # is as good as every decode, the policy is no guide on this instance and the search runs as
+        # plain local_search
         d_best, r_best = rows[best_row]
         probs = d_best.plc_probs[r_best] if start.name in ("greedy", "sample") else None
         info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "start": start.name,
