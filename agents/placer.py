@@ -10,10 +10,10 @@ search:
 2. decode ``samples`` sampled placements (one lockstep decode; by default as many as a fifth of
    the budget allows, none when the greedy decode is over 10% worse than the best heuristic);
 3. run :func:`~doppler_gym.baselines.local_search` from the best of all of them, for the rest of
-   the budget; when a decoded placement is that best start, a quarter of the moves come from its
-   PLC probabilities (the move proposal). When a heuristic is as good as every decode (ties go to
-   the heuristics) the policy is no guide on this instance, and the search is plain local search
-   (same seed, same moves).
+   the budget. When a decoded placement is that best start, ``proposal_share`` of the moves (default
+   0) draw their device from its PLC probabilities (the move proposal). When a heuristic is as good as
+   every decode (ties go to the heuristics) the policy is no guide on this instance, and the search
+   is plain local search (same seed, same moves).
 
 Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same placement.
 """
@@ -40,7 +40,8 @@ DEFAULT_DEVICES = 4
 SAMPLE_OPS = 40_000  # default samples: at most min(MAX_SAMPLES, SAMPLE_OPS // n_ops) (decode time ~ K n)
 MAX_SAMPLES = 16
 SAMPLE_GAP = 1.1  # default: no sampled decodes when the greedy one is over 10% worse than the best heuristic
-PROPOSAL_SHARE = 0.25  # share of the search's moves drawn from the policy's proposal
+PROPOSAL_SHARE = 0.0  # default share of the search's moves drawn from the policy's PLC probabilities: 0,
+# since the heuristic-prior policy's proposal led the search to worse placements (docs/results/bench_place.md)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def place(
     max_evals: int | None = None,
     reference: bool = True,
     params: dict[str, object] | None = None,
+    proposal_share: float = PROPOSAL_SHARE,
 ) -> PlaceResult:
     """Place ``graph`` with a learned policy (module docstring).
 
@@ -159,6 +161,8 @@ def place(
         reference: also compute the critical-path and HEFT makespans (``baselines``; not counted in
             ``seconds``).
         params: workload generator parameters when ``graph`` is a workload name.
+        proposal_share: share of the search's moves whose device is drawn from the best decode's PLC
+            probabilities when that decode is the search's start (default 0: plain moves).
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
@@ -172,6 +176,9 @@ def place(
         raise ValueError(f"search_seconds must be a number >= 0, got {search_seconds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if isinstance(proposal_share, bool) or not isinstance(proposal_share, (int, float, np.floating)) \
+            or not 0.0 <= proposal_share <= 1.0:
+        raise ValueError(f"proposal_share must be a number in [0, 1], got {proposal_share!r}")
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -216,7 +223,7 @@ def place(
         # is as good as every decode, the policy is no guide on this instance and the search runs as
         # plain local_search
         d_best, r_best = rows[best_row]
-        probs = d_best.plc_probs[r_best] if start.name in ("greedy", "sample") else None
+        probs = d_best.plc_probs[r_best] if start.name in ("greedy", "sample") and proposal_share > 0 else None
         info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "start": start.name,
                      "start_makespan": start.makespan, "proposal": probs is not None})
         left = search_seconds - (time.perf_counter() - started)
@@ -224,7 +231,7 @@ def place(
             found = local_search(
                 g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
                 max_evals=max_evals, starts=[start],
-                proposal=probs, proposal_share=PROPOSAL_SHARE,
+                proposal=probs, proposal_share=proposal_share,
             )
             info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped")})
             best = found if found.makespan < start.makespan else start

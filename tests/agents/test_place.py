@@ -61,10 +61,12 @@ def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
     assert set(a.info["heuristic_starts"]) == {"critical_path", "heft", "round_robin"}
     assert a.info["heuristic_starts"]["heft"] == baselines.heft(graph, topo).makespan
     assert a.makespan == resimulate(graph, topo, a.assignment, a.order)
-    # the proposal is used only when a decode is the best start; otherwise the search is plain
-    # local_search: same start, seed and evaluations, so the same placement
-    assert a.info["proposal"] == (a.info["start"] in ("greedy", "sample"))
-    if not a.info["proposal"]:
+    # no proposal by default; when a heuristic is the best start the search is plain local_search:
+    # same start, seed and evaluations, so the same placement
+    assert not a.info["proposal"]
+    with_proposal = place(graph, **kw, proposal_share=0.5)
+    assert with_proposal.info["proposal"] == (with_proposal.info["start"] in ("greedy", "sample"))
+    if a.info["start"] not in ("greedy", "sample"):
         plain = baselines.local_search(graph, topo, seed=4, max_evals=1500, seconds=None)
         np.testing.assert_array_equal(a.assignment, plain.assignment)
         assert a.makespan == plain.makespan
@@ -74,6 +76,7 @@ def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
     ({"devices": 2, "topology": "p100x4"}, ValueError, "not both"),
     ({"search_seconds": -1.0}, ValueError, "search_seconds"),
     ({"seed": -3}, ValueError, "seed"),
+    ({"proposal_share": 1.5}, ValueError, "proposal_share"),
     ({"policy": 3}, TypeError, "policy must be"),
 ])
 def test_place_argument_errors(graph, policy, kwargs, error, match):
