@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train a placement policy (imitation, simulator RL, real-system RL)",
         description="Train DOPPLER's dual SEL/PLC policy on one graph or a mix (GRAPH = mix): il = imitation "
         "(DAgger) of a teacher, sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. The default "
-        "recipe (--recipe best) imitates a local-search placement of each graph with op-identity and structural "
-        "inputs, then runs a gentle PPO; --recipe doppler is the published recipe (critical-path teacher). Writes "
+        "recipe (--recipe best) imitates a local-search placement of each graph with a policy that corrects a "
+        "list-scheduling prior (op-identity and structural inputs), then runs a gentle PPO; --recipe doppler is "
+        "the published recipe (critical-path teacher). Writes "
         "DIR/checkpoint.pt (resumable), DIR/policy_<stage>.pt, DIR/metrics.jsonl, DIR/tb/ (TensorBoard), "
         "DIR/summary.json and DIR/gantt.png, and prints the learned placement against the baselines.",
     )
@@ -32,9 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.add_topology_arguments(p)
     p.add_argument("--recipe", choices=("best", "doppler"), default="best",
                    help="defaults of the teacher, policy inputs and RL settings: best (default: the best measured "
-                   "recipe: a local-search teacher per graph, op-identity and structural GNN inputs, PLC affinity, "
-                   "gentle PPO) or doppler (the published recipe: critical-path teacher, rl_lr 1e-3); explicit "
-                   "flags win")
+                   "recipe: a local-search teacher per graph, the heuristic prior, op-identity and structural GNN "
+                   "inputs, PLC affinity, gentle PPO) or doppler (the published recipe: critical-path teacher, "
+                   "rl_lr 1e-3); explicit flags win")
     p.add_argument("--learn", choices=("both", "sel", "plc"), default="both",
                    help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
                    "plc (the teacher selects): the paper's ablations")
@@ -78,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "MultiInputPolicy, DopplerPolicy or module:Class")
     p.add_argument("--policy-kwargs", metavar="JSON",
                    help="keyword arguments of the policy class (default: the recipe's; best: "
-                   '\'{"id_features": 16, "plc_affinity": true, "structure_features": 1}\', doppler: {})')
+                   '\'{"id_features": 16, "plc_affinity": true, "structure_features": 1, "heuristic_prior": true}\', '
+                   'doppler: {})')
     p.add_argument("--real-env", default="Doppler-Real-v0", metavar="ID",
                    help="env id of the real stage (default Doppler-Real-v0)")
     p.add_argument("--real-env-kwargs", default="{}", metavar="JSON",
