@@ -28,8 +28,9 @@ class _RecipeDefault:
 RECIPE = _RecipeDefault()
 BEST_POLICY_KWARGS = {"id_features": 16, "plc_affinity": True, "structure_features": 1, "heuristic_prior": True}
 RECIPES: dict[str, dict[str, Any]] = {
-    # the best measured recipe (docs/results/train_default.md): a search teacher (expert iteration),
-    # op-identity and structural GNN inputs, the PLC affinity term, and a gentle RL stage that keeps
+    # the best measured recipe (docs/results/train_default.md): a search teacher (expert iteration), a
+    # policy that corrects a list-scheduling prior, op-identity and structural GNN inputs, the PLC
+    # affinity term, and a gentle RL stage that keeps
     # the imitated placement (rl_lr 1e-3 lost it within a few PPO updates)
     "best": {"il_teacher": "search", "rl_lr": 1e-4, "rl_lr_final": 1e-5, "target_kl": 0.01,
              "policy_kwargs": BEST_POLICY_KWARGS},
@@ -49,8 +50,8 @@ class TrainArgs:
     # --- the recipe
     recipe: str = "best"
     """Defaults of the fields left unset (:data:`RECIPE_FIELDS`): ``best`` (the best measured recipe:
-    search teacher, op-identity and structural inputs, PLC affinity, gentle RL; with ``learn`` sel or
-    plc the critical-path teacher, since the ablations are DOPPLER's) or ``doppler`` (the published
+    search teacher, heuristic prior, op-identity and structural inputs, PLC affinity, gentle RL; with
+    ``learn`` sel or plc the critical-path teacher, since the ablations are DOPPLER's) or ``doppler`` (the published
     recipe: critical-path teacher, rl_lr 1e-3, plain policy). Explicit values always win."""
 
     # --- the instance
