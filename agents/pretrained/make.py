@@ -73,8 +73,9 @@ def write_record(record: dict[str, Any]) -> None:
              "Written by `python -m agents.pretrained.make`; the same record as `pretrained.json`.", "",
              f"- trained at commit `{record['commit']}`, seed {record['seed']}, {record['minutes']} minutes "
              f"({record['machine']})", f"- stages: {record['stages']}",
-             f"- exported: `{record.get('exported', 'policy_' + next(iter(record['stages'])) + '.pt')}` "
-             "(`policy_best.pt`: the best periodic greedy decode of the held-out evaluation graph)", "",
+             f"- exported: `{record.get('exported', 'the final weights')}`"
+             + (" (the checkpoint whose periodic greedy decode of the held-out evaluation graph was best)"
+                if record.get("exported") == "policy_best.pt" else ""), "",
              "Command:", "", "```bash", record["command"], "```", "",
              "Training mix (graph specs drawn per episode; ranges drawn per graph):", ""]
     lines += [f"- `{s}`" for s in record["train_mix"]]
@@ -85,7 +86,8 @@ def write_record(record: dict[str, Any]) -> None:
     if record.get("note"):
         lines += [record["note"], ""]
     if record.get("held_out_eval"):
-        lines += ["Held-out evaluation at the end of training (the policy's own decodes):", "",
+        lines += ["Held-out evaluation of the run's final policy at the end of training (its own decodes; the "
+                  "exported checkpoint may be an earlier one):", "",
                   "| graph | ops | greedy / critical path | best of K / critical path |", "|---|---:|---:|---:|"]
         for r in record["held_out_eval"]:
             lines.append(f"| {r['graph']} | {r['n_ops']} | {r['greedy_ratio_to_critical_path']:.3f} | "
