@@ -141,16 +141,25 @@ def device_inputs_np(dfeat: np.ndarray, count: np.ndarray, load: np.ndarray) -> 
     ).astype(np.float32, copy=False)
 
 
-def eft_gap_np(dfeat: np.ndarray, comp: np.ndarray) -> np.ndarray:
+def speed_terms(dfeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(inv, mean)``: ``1 / relative speed`` ``(K, D)`` and its mean over the devices ``(K, 1)``
+    (floored at ``_EPS``), from ``dfeat (K, D, 7)``; constant through a decode (static features)."""
+    inv = 1.0 / np.maximum(dfeat[..., 5], _EPS)
+    return inv, np.maximum(inv.mean(1, keepdims=True), _EPS)
+
+
+def eft_gap_np(dfeat: np.ndarray, comp: np.ndarray,
+               speed: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``agents.policy.eft_gap`` in numpy, all devices real: ``(K, D)`` float32 from ``dfeat (K, D, 7)``
-    and the selected ops' compute feature ``comp (K,)``."""
+    and the selected ops' compute feature ``comp (K,)``; ``speed``: :func:`speed_terms` of ``dfeat``
+    when the caller has them (the same values, computed once per decode)."""
     from agents.policy import COMP_FLOOR, EFT_GAP_CAP
 
-    inv = 1.0 / np.maximum(dfeat[..., 5], _EPS)
+    inv, mean = speed_terms(dfeat) if speed is None else speed
     comp = np.maximum(comp, 0)[:, None]
-    eft = np.maximum(dfeat[..., 4], 0) + comp * inv / np.maximum(inv.mean(1, keepdims=True), _EPS)
+    eft = np.maximum(dfeat[..., 4], 0) + comp * inv / mean
     gap = (eft - eft.min(1, keepdims=True)) / np.maximum(comp, COMP_FLOOR)
-    return np.clip(gap, 0.0, EFT_GAP_CAP).astype(np.float32, copy=False)
+    return np.minimum(np.maximum(gap, 0.0), EFT_GAP_CAP).astype(np.float32, copy=False)
 
 
 class NumpyHeads:
@@ -399,6 +408,7 @@ class DirectDecoder:
         dfeat[:, :, 5:] = self.device_static
         feats64, sel_static, plc_static = self.op_features.astype(np.float64), self.sel_static, self.plc_static
         comp_feat = self.op_features[:, 0]
+        speed = speed_terms(dfeat)
         sums_table, mean_comp = self.sums_table, self.mean_comp
         head0 = np.zeros(1, np.intp)  # one segment starting at row 0 (np.add.reduceat, as run's batched sums)
         step_f = np.arange(n, dtype=f32) / n_f  # (n,) placed share at each step, as f32(step) / n_f
@@ -422,7 +432,7 @@ class DirectDecoder:
             feats = schedule.device_features(v)  # (D, 5) [internal time]
             dfeat[0, :, :5] = feats * inv_scale
             dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / mean_comp)
-            gap = eft_gap_np(dfeat, comp_feat[v : v + 1]) if heads.plc_prior is not None else None
+            gap = eft_gap_np(dfeat, comp_feat[v : v + 1], speed) if heads.plc_prior is not None else None
             plc = heads.plc(plc_static[v : v + 1], sums[:, :, :d], dev_in, gap)
             plc_scores[v] = plc[0]
             dv = int(np.argmax(plc[0].astype(np.float64) + rng.gumbel(size=nd))) if sampled else _greedy(plc[0])
