@@ -6,19 +6,23 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
     python benchmarks/bench_place.py --out out/bench_place            # both parts
     python benchmarks/bench_place.py --part quality --budgets 2,5      # a smaller grid
     python benchmarks/bench_place.py --part scale --sizes 250,1000,4000,20000
+    python benchmarks/bench_place.py --part starts --evals 20000      # local search from decodes vs heuristics
 
 1. **Quality** (``--part quality``), on graphs outside the policy's training mix (the held-out list
    of ``agents/pretrained/pretrained.json``: every paper graph, the llama-layer family, random DAGs
-   above 160 ops, the h100x8-nvswitch topology): 4 and 8 devices, the reference model for the paper
+   above 400 ops, the h100x8-nvswitch topology): 4 and 8 devices, the reference model for the paper
    graphs, topology presets for the rest. Per instance: critical path, HEFT, the policy's greedy
    decode (and its decode time); then for each budget ``S`` plain ``local_search(seconds=S)`` (from
    the best of critical path, HEFT, round robin) against ``agents.place(search_seconds=S)`` (the
-   policy's decodes as extra starts, its PLC probabilities as half of the moves), same seed.
+   policy's decodes as extra starts), same seed.
 2. **Scale** (``--part scale``): per size (random layered DAGs of width ~25, 4 devices), in a fresh
    process: the direct decode's wall-clock and CPU time (``time.process_time``: what it costs on a
    machine shared with other jobs; static part and steps) and the process's peak RSS before and
    after it; the env decode (``Doppler-Sim-v0`` stepped with the policy, padded observations) up to
    ``--env-max`` ops for the ratio, in the same process.
+3. **Starts** (``--part starts``): wall-clock free: ``local_search`` with ``--evals`` evaluations from
+   the best heuristic start, from the best of the policy's decodes (greedy and 8 samples), and the
+   two with half the evaluations each, on the quality instances up to 1,000 ops.
 
 Writes ``OUT/results.json`` and prints markdown tables (``--report`` reprints them).
 """
@@ -78,6 +82,42 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
                                      "guided": guided.makespan, "guided_wall": guided.seconds,
                                      "guided_start": guided.info.get("start"),
                                      "guided_evals": guided.info.get("evals"), "plain_evals": plain.info["evals"]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | None = None) -> list[dict]:
+    """Local search from the best heuristic vs the best decode, at a fixed number of evaluations."""
+    import doppler_gym as dg
+    from agents.decode import DirectDecoder
+    from agents.placer import resolve_policy
+    from doppler_gym.baselines.common import finish
+    from doppler_gym.baselines.local_search import default_starts
+
+    policy, _ = resolve_policy(policy_path)
+    rows = []
+    for spec, topo_spec in instances:
+        g = build(spec)
+        if g.n_ops > 1000:
+            continue
+        topo = dg.instances.resolve_topology(topo_spec)
+        config = dg.instances.default_config(g)
+        decoder = DirectDecoder(policy, g, topo, config)
+        decoded = [decoder.run(greedy=True), decoder.run(samples=8, greedy=False, seed=seed)]
+        cands = [finish("decode", g, topo, config, d.assignments[r], d.orders[r], time.perf_counter())
+                 for d in decoded for r in range(d.assignments.shape[0])]
+        heuristic = min(default_starts(g, topo, config, seed), key=lambda p: p.makespan)
+        decode = min(cands, key=lambda p: p.makespan)
+
+        def search(start, n, s=seed, g=g, topo=topo, config=config):
+            found = dg.baselines.local_search(g, topo, config, seed=s, seconds=None, max_evals=n, starts=[start])
+            return found.makespan
+
+        row = {"graph": spec, "topology": topo.name, "evals": evals, "heuristic_start": heuristic.makespan,
+               "decode_start": decode.makespan, "from_heuristic": search(heuristic, evals),
+               "from_decode": search(decode, evals),
+               "split": min(search(heuristic, evals // 2), search(decode, evals // 2, seed + 1))}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -153,6 +193,20 @@ def report(results: dict) -> None:
             v = ratios[b]
             print(f"budget {b} s: guided / local_search geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}, "
                   f"worst {max(v):.4f}, best {min(v):.4f}")
+    st = results.get("starts", [])
+    if st:
+        import math
+        print(f"\n| graph | topology | best heuristic start | best decode start | LS from heuristic "
+              f"({st[0]['evals']} evaluations) | from decode | split |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in st:
+            h = r["from_heuristic"]
+            print(f"| {r['graph']} | {r['topology']} | {r['heuristic_start']:.4g} | {r['decode_start']:.4g} "
+                  f"| {h:.4g} | {r['from_decode']:.4g} ({r['from_decode'] / h:.3f}) "
+                  f"| {r['split']:.4g} ({r['split'] / h:.3f}) |")
+        for key in ("from_decode", "split"):
+            v = [r[key] / r["from_heuristic"] for r in st]
+            print(f"{key} / from_heuristic: geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}")
     s = results.get("scale", [])
     if s:
         print("\n| ops | edges | direct decode s wall (static + steps) | CPU s | env decode s wall | CPU s "
@@ -171,7 +225,8 @@ def report(results: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/bench_place")
-    ap.add_argument("--part", choices=("quality", "scale", "both"), default="both")
+    ap.add_argument("--part", choices=("quality", "scale", "starts", "both"), default="both")
+    ap.add_argument("--evals", type=int, default=20000, help="starts: local-search evaluations per run")
     ap.add_argument("--budgets", default="2,5,20", help="search budgets [s], comma-separated")
     ap.add_argument("--sizes", default="250,1000,4000,20000")
     ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
@@ -196,6 +251,10 @@ def main() -> None:
         torch.set_num_threads(1)
         instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
         results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, instances, args.policy)
+        path.write_text(json.dumps(results, indent=1))
+    if args.part == "starts":
+        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
+        results["starts"] = starts(args.evals, args.seed, instances, args.policy)
         path.write_text(json.dumps(results, indent=1))
     report(results)
 
