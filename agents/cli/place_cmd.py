@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "place", help="place a graph with the pre-trained policy (optionally guiding a search)",
         description="Place GRAPH on devices with a learned DopplerPolicy (default: the one shipped with the "
         "package): its greedy decode, or with --search-seconds S a local search guided by it (its sampled "
-        "placements as starts, besides the usual heuristics, and its device probabilities as moves), within "
+        "placements as starts, besides the usual heuristics), within "
         "S seconds in total. The makespan is simulated with the graph's default config (the reference model "
         "for paper graphs).",
     )
