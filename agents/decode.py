@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from agents.policy import COMP_FLOOR, EFT_GAP_CAP
 from doppler_gym.envs.context import GraphContext, build_context
 from doppler_gym.envs.observation import static_observation
 from doppler_gym.graph.types import DataflowGraph
@@ -141,6 +142,11 @@ def device_inputs_np(dfeat: np.ndarray, count: np.ndarray, load: np.ndarray) -> 
     ).astype(np.float32, copy=False)
 
 
+def _soft_bound(x: np.ndarray, c: np.float32 | None) -> np.ndarray:
+    """``c * tanh(x / c)`` (identity when ``c`` is None), as ``agents.policy.bound``."""
+    return x if c is None else c * np.tanh(x / c)
+
+
 def speed_terms(dfeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(inv, mean)``: ``1 / relative speed`` ``(K, D)`` and its mean over the devices ``(K, 1)``
     (floored at ``_EPS``), from ``dfeat (K, D, 7)``; constant through a decode (static features)."""
@@ -153,8 +159,6 @@ def eft_gap_np(dfeat: np.ndarray, comp: np.ndarray,
     """``agents.policy.eft_gap`` in numpy, all devices real: ``(K, D)`` float32 from ``dfeat (K, D, 7)``
     and the selected ops' compute feature ``comp (K,)``; ``speed``: :func:`speed_terms` of ``dfeat``
     when the caller has them (the same values, computed once per decode)."""
-    from agents.policy import COMP_FLOOR, EFT_GAP_CAP
-
     inv, mean = speed_terms(dfeat) if speed is None else speed
     comp = np.maximum(comp, 0)[:, None]
     eft = np.maximum(dfeat[..., 4], 0) + comp * inv / mean
@@ -183,10 +187,10 @@ class NumpyHeads:
 
     def _bound(self, s: np.ndarray) -> np.ndarray:
         """The policy's ``residual_clip`` bound of the learned part of a score (``agents.policy.bound``)."""
-        return s if self.residual_clip is None else self.residual_clip * np.tanh(s / self.residual_clip)
+        return _soft_bound(s, self.residual_clip)
 
     def _clip(self, s: np.ndarray) -> np.ndarray:
-        return s if self.clip is None else self.clip * np.tanh(s / self.clip)
+        return _soft_bound(s, self.clip)
 
     def sel(self, static: np.ndarray, dyn: np.ndarray) -> np.ndarray:
         """Clipped SEL scores ``(M,)`` from ``static (M, d)`` and ``dyn (M, N_SEL_INPUTS)``."""

@@ -560,9 +560,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
 
     def _clip(self, scores: th.Tensor) -> th.Tensor:
         """``logit_clip * tanh(scores / logit_clip)`` (identity when ``logit_clip`` is None)."""
-        if self.logit_clip is None:
-            return scores
-        return self.logit_clip * th.tanh(scores / self.logit_clip)
+        return bound(scores, self.logit_clip)
 
     def transfer_to(
         self, env_or_space: gym.Env | spaces.Dict, action_space: spaces.Discrete | None = None
