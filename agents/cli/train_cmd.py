@@ -272,6 +272,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print(held)
     stages = ", ".join(f"{s}: {d['episodes']} episodes in {d['seconds']:.0f} s" for s, d in summary["stages"].items())
     console.print(f"stages: {stages}")
+    if summary.get("stopped_at_bound"):
+        at = summary["stopped_at_bound"]
+        console.print(f"stopped early: the greedy decode reached the lower bound ({at['makespan']:.6g}) in "
+                      f"{at['stage']} at episode {at['episode']}, so the policy is optimal on this graph "
+                      f"(--set stop_at_bound=false trains on)")
     rep = summary.get("reported")
     if rep:
         labels = {"greedy": "the final policy's greedy decode", "best_of_k": "the final policy's best sampled decode",

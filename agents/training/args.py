@@ -209,6 +209,11 @@ class TrainArgs:
     # --- evaluation, logging, checkpoints
     eval_every_episodes: int = 20
     """Greedy decode in the simulator every this many training episodes (logged); 0 = off."""
+    stop_at_bound: bool = True
+    """On one graph and one topology (no ``graph_mix``/``topology_mix``): end the simulator stages
+    (``il``, ``sim``) once a periodic greedy decode reaches the makespan lower bound where that proves
+    optimality (one stream, no jitter: :func:`doppler_gym.sim.bounds.reaches_bound`). The policy is then
+    optimal on its graph and more training could only move it away; a ``real`` stage still runs."""
     sample_decodes: int = 16
     """K sampled decodes of the final policy (the summary reports the best)."""
     baselines: tuple[str, ...] = ("critical_path", "heft", "random", "local_search")

@@ -35,7 +35,9 @@ from agents.training.metrics import MetricLog, StageProgress
 from agents.training.policies import policy_class_path, transfer_weights
 from agents.training.rollout import decode
 from agents.training.teacher import SearchTargets, search_placement
+from doppler_gym.sim.bounds import reaches_bound
 
+SIM_STAGES = ("il", "sim")  # the stages that train on the simulator (stop_at_bound ends them)
 SEED_STRIDE_STAGE = 7919  # apart per stage: the reset seeds of different stages never meet
 SEED_STRIDE_IL_ENV = 1_000_003  # apart per lockstep imitation env (each env walks its own seeds)
 
@@ -110,6 +112,8 @@ class TrainContext:
             placement (``il_teacher="search"``).
         current: the stage running now (its :meth:`Stage.state` goes into the checkpoints).
         interrupted: set when ``interrupt_after_episodes`` stopped the run.
+        at_bound: ``{"stage", "episode", "makespan"}`` once a periodic greedy decode reached the lower
+            bound under ``stop_at_bound`` (the simulator stages then end), else empty.
     """
 
     def __init__(self, args: TrainArgs, inst: Instance, policy_class: type, policy_kwargs: dict[str, Any],
@@ -135,6 +139,7 @@ class TrainContext:
         self.targets: SearchTargets | None = None
         self.current: Stage | None = None
         self.interrupted = False
+        self.at_bound: dict[str, Any] = {}
         self.episodes_this_run = 0
         self.last_checkpoint = time.monotonic()
 
@@ -146,8 +151,13 @@ class TrainContext:
 
     # ------------------------------------------------------------------ budget, seeds, schedules
     def running(self, stage: str) -> bool:
-        """Whether the stage goes on: its budget is not spent and no interruption is due."""
-        return not self.budget.over(stage) and not self.interrupt_due()
+        """Whether the stage goes on: its budget is not spent, no interruption is due, and (for the
+        simulator stages) the policy has not reached the lower bound (``stop_at_bound``)."""
+        return not self.budget.over(stage) and not self.interrupt_due() and not self.stopped_at_bound(stage)
+
+    def stopped_at_bound(self, stage: str) -> bool:
+        """Whether ``stage`` is a simulator stage (``il``, ``sim``) and a greedy decode reached the bound."""
+        return bool(self.at_bound) and stage in SIM_STAGES
 
     def interrupt_due(self) -> bool:
         """Whether ``interrupt_after_episodes`` episodes ran in this process."""
@@ -216,6 +226,14 @@ class TrainContext:
                 self.best_eval = {"makespan": float(greedy["makespan"]), "stage": stage, "episode": step,
                                   "checkpoint": str(self.out / "policy_best.pt")}
                 save_checkpoint(self.out / "policy_best.pt", self.payload(stage, full=False))
+            if self._bound_stops_training() and reaches_bound(greedy["makespan"], self.lower_bound, self.inst.config):
+                self.at_bound = {"stage": stage, "episode": step, "makespan": float(greedy["makespan"])}
+
+    def _bound_stops_training(self) -> bool:
+        """Whether reaching the lower bound ends the simulator stages: ``stop_at_bound`` on one graph
+        and one topology (on a mix, one graph's optimum is not the goal)."""
+        a = self.args
+        return a.stop_at_bound and not a.graph_mix and not a.topology_mix and not self.at_bound
 
     def _keep_if_best(self, stage: str, step: int, info: dict[str, Any], makespan: float) -> None:
         """Remember the episode's placement (assignment and SEL order) if it is the best so far on the
@@ -269,6 +287,7 @@ class TrainContext:
             payload["trainer_rng"] = self.rng.bit_generator.state
             payload["best_eval"] = dict(self.best_eval)
             payload["best_found"] = dict(self.best_found)
+            payload["at_bound"] = dict(self.at_bound)
             payload["teacher"] = dict(self.teacher)
         return payload
 

@@ -24,7 +24,8 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
     The summary's ``makespan`` / ``assignment`` / ``order`` are the greedy decode of the final policy
     on the main graph; ``best_of_k`` the best of ``sample_decodes`` sampled decodes; ``held_out`` one
     row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`); ``init`` is
-    ``init_report`` (the ``init`` checkpoint's tensors loaded and skipped)."""
+    ``init_report`` (the ``init`` checkpoint's tensors loaded and skipped); ``stopped_at_bound`` where
+    the simulator stages ended because a greedy decode reached the lower bound (``stop_at_bound``)."""
     from doppler_gym import baselines
     from doppler_gym.sim.gantt import plot_gantt
 
@@ -76,7 +77,8 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
         "ratio_to_lower_bound": float(greedy["makespan"]) / bound if bound else None,
         "best_eval": ctx.best_eval or None, "best_checkpoint": best_checkpoint,
-        "best_found": best_found_row(ctx), "il_teacher": dict(ctx.teacher) or None,
+        "best_found": best_found_row(ctx), "stopped_at_bound": dict(ctx.at_bound) or None,
+        "il_teacher": dict(ctx.teacher) or None,
         "il_teacher_targets": ctx.targets.stats() if ctx.targets is not None else None,
         "held_out": held_out or None,
         "held_out_mean_ratio_to_critical_path": mean_ratio(held_out) if held_out else None,

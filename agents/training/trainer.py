@@ -78,6 +78,7 @@ class Trainer:
             ctx.rng.bit_generator.state = resume["trainer_rng"]
             ctx.best_eval = dict(resume.get("best_eval") or {})
             ctx.best_found = dict(resume.get("best_found") or {})
+            ctx.at_bound = dict(resume.get("at_bound") or {})
             ctx.teacher = dict(resume.get("teacher") or {})
             self.resumed = resume
         elif init is not None:
@@ -127,7 +128,7 @@ class Trainer:
         try:
             ctx.start()
             for name in self.args.stages:
-                if not ctx.budget.to_run(name):
+                if not ctx.budget.to_run(name) or ctx.stopped_at_bound(name):
                     continue
                 if self.run_stage(name):
                     return {"interrupted": True, "stage": name, "progress": ctx.progress_dict()}

@@ -36,11 +36,9 @@ from doppler_gym.baselines.types import Placement
 from doppler_gym.graph.analysis import topological_order
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate, simulate_batch
-from doppler_gym.sim.bounds import makespan_lower_bound
+from doppler_gym.sim.bounds import makespan_lower_bound, reaches_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
-
-BOUND_RTOL = 1e-12  # a makespan within this relative distance of the lower bound is optimal
 
 
 def local_search(
@@ -109,7 +107,6 @@ def local_search(
     prio = queue_priorities(order, config)
     n, d = graph.n_ops, topology.n_devices
     bound = makespan_lower_bound(graph, topology, config)
-    target = bound * (1 + BOUND_RTOL) if config.streams == 1 and not config.has_jitter else -np.inf
     moves = _Moves(graph, d, block_max, rng, proposal, float(proposal_share))
 
     current, cost = start.assignment.copy(), start.makespan
@@ -117,7 +114,7 @@ def local_search(
     evals = iterations = restarts = stall = 0
     evals_to_best, seconds_to_best = 0, time.perf_counter() - started
     stopped = "lower_bound"
-    while best_cost > target:
+    while not reaches_bound(best_cost, bound, config):
         if max_evals is not None and evals >= max_evals:
             stopped = "max_evals"
             break

@@ -10,6 +10,20 @@ from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
 _DEFAULT_CONFIG = SimConfig()  # simulate's default
+BOUND_RTOL = 1e-12  # a makespan within this relative distance of the lower bound is optimal
+
+
+def bound_proves_optimality(config: SimConfig) -> bool:
+    """Whether a placement whose makespan reaches :func:`makespan_lower_bound` is optimal under
+    ``config``: one stream per device and no jitter (with jitter the bound holds for the
+    deterministic model only, so reaching it proves nothing about a random draw)."""
+    return config.streams == 1 and not config.has_jitter
+
+
+def reaches_bound(makespan: float, bound: float, config: SimConfig) -> bool:
+    """Whether ``makespan`` [``config``'s unit] is within :data:`BOUND_RTOL` of ``bound`` where that
+    proves optimality (:func:`bound_proves_optimality`)."""
+    return bound_proves_optimality(config) and makespan <= bound * (1 + BOUND_RTOL)
 
 
 def makespan_lower_bound(

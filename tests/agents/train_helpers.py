@@ -20,11 +20,12 @@ SMALL_GRAPH = {"graph": "random", "graph_params": {"n_ops": 12, "levels": 4, "se
 TINY_GRAPH = {"graph": "random", "graph_params": {"n_ops": 6, "levels": 3, "seed": 1}, "devices": 2}
 
 # recipe "doppler": these helpers test the stages' mechanics on DOPPLER's critical-path teacher
-# (the default "best" recipe has its own tests in test_train_recipe.py and test_train_mix_teacher.py)
+# (the default "best" recipe has its own tests in test_train_recipe.py and test_train_mix_teacher.py);
+# stop_at_bound off: these tests count every episode they ask for (test_train_bound_stop.py tests the stop)
 FAST = {
     "recipe": "doppler", "progress": False, "tensorboard": False, "baselines": ("critical_path", "random"),
     "baseline_seconds": 0.2,
-    "sample_decodes": 2, "eval_every_episodes": 0, "il_envs": 4,
+    "sample_decodes": 2, "eval_every_episodes": 0, "il_envs": 4, "stop_at_bound": False,
 }
 
 
