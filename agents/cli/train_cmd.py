@@ -244,7 +244,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f"({t['seconds']:.0f} s), {t['hits']} cache hits")
     if summary.get("il_teacher"):
         teacher = summary["il_teacher"]
-        rows.append((f"imitation teacher (local search, {teacher['evals']} evaluations)", teacher["makespan"]))
+        restarts = f" + {teacher['restarts']} restarts" if teacher.get("restarts") else ""
+        label = f"imitation teacher (local search, {teacher['evals']} evaluations{restarts})"
+        rows.append((label, teacher["makespan"]))
     rows += list(summary["baselines"].items())
     for name, ms in rows:
         table.add_row(name, f"{ms:.6g}", f"{ms / bound:.3f}" if bound else "-", f"{ms / cp:.3f}" if cp else "-")

@@ -38,8 +38,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     "doppler": {"il_teacher": "critical_path", "rl_lr": 1e-3, "rl_lr_final": 1e-4, "target_kl": 0.05,
                 "policy_kwargs": {}},
 }
-RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "policy_kwargs", "il_teacher_evals")
+RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "policy_kwargs", "il_teacher_evals",
+                 "il_teacher_restarts")
 TEACHER_EVALS = {"one": 200_000, "mix": 20_000}  # the search teacher's evaluations: one graph, per graph of a mix
+# independent restarts of the search teacher (il_teacher_evals / 4 evaluations each) beside its main run:
+# one local search ends in one of several basins by luck (docs/results/train_default.md), the best of many
+# runs does not; none per graph of a mix, where the teacher runs once per drawn graph
+TEACHER_RESTARTS = {"one": 16, "mix": 0}
 
 
 # ============================================================================ arguments
@@ -147,6 +152,10 @@ class TrainArgs:
     il_teacher_evals: Any = RECIPE
     """Simulated neighbours of the search teacher's local search (a count, not seconds: the same
     target on every machine); default 200,000 on one graph, 20,000 per graph of a mix."""
+    il_teacher_restarts: Any = RECIPE
+    """Independent restarts of the search teacher beside its main run (``il_teacher_evals // 4``
+    simulated neighbours each, their own seeds; the best placement of all runs is the target);
+    default 16 on one graph, 0 on a mix."""
     il_teacher_cache: int = 512
     """Search targets kept (LRU) on a mix [graphs]."""
     il_vf_coef: float = 0.5
@@ -253,6 +262,7 @@ class TrainArgs:
         if self.learn != "both":  # the paper's ablations imitate the critical-path teacher
             values["il_teacher"] = "critical_path"
         values["il_teacher_evals"] = TEACHER_EVALS["mix" if self.graph == MIX else "one"]
+        values["il_teacher_restarts"] = TEACHER_RESTARTS["mix" if self.graph == MIX else "one"]
         if not (self.policy == "auto" or str(self.policy).endswith("DopplerPolicy")):
             values["policy_kwargs"] = {}  # the recipe's kwargs are DopplerPolicy's
         for name in RECIPE_FIELDS:
@@ -298,6 +308,9 @@ class TrainArgs:
             raise ValueError(f"policy_kwargs must be a dict, got {self.policy_kwargs!r}")
         if self.il_teacher_evals < 1:
             raise ValueError(f"il_teacher_evals must be >= 1, got {self.il_teacher_evals}")
+        if isinstance(self.il_teacher_restarts, bool) or not isinstance(self.il_teacher_restarts, int) \
+                or self.il_teacher_restarts < 0:
+            raise ValueError(f"il_teacher_restarts must be an integer >= 0, got {self.il_teacher_restarts!r}")
         if self.reinforce_baseline not in ("ema", "batch"):
             raise ValueError(f"reinforce_baseline must be 'ema' or 'batch', got {self.reinforce_baseline!r}")
         if self.algo == "reinforce" and self.reinforce_baseline == "batch" and self.episodes_per_update < 2:

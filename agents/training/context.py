@@ -112,8 +112,9 @@ class TrainContext:
             placement (``il_teacher="search"``).
         current: the stage running now (its :meth:`Stage.state` goes into the checkpoints).
         interrupted: set when ``interrupt_after_episodes`` stopped the run.
-        at_bound: ``{"stage", "episode", "makespan"}`` once a periodic greedy decode reached the lower
-            bound under ``stop_at_bound`` (the simulator stages then end), else empty.
+        at_bound: ``{"stage", "episode", "makespan", "checkpoint"}`` once a periodic greedy decode reached
+            the lower bound under ``stop_at_bound`` (the simulator stages then end and the policy goes
+            back to those weights, kept in ``checkpoint``), else empty.
     """
 
     def __init__(self, args: TrainArgs, inst: Instance, policy_class: type, policy_kwargs: dict[str, Any],
@@ -191,14 +192,16 @@ class TrainContext:
         ``assignment``, ``makespan``, ``evals``, ``seconds`` and ``interchangeable`` (devices)."""
         if not self.teacher:
             inst, args = self.inst, self.args
-            self.teacher = search_placement(inst.graph, inst.topology, inst.config, args.il_teacher_evals, args.seed)
+            self.teacher = search_placement(inst.graph, inst.topology, inst.config, args.il_teacher_evals, args.seed,
+                                            args.il_teacher_restarts)
         return self.teacher
 
     def search_targets(self) -> SearchTargets:
         """The search teacher's per-graph targets on a mix (one cache per run; not checkpointed:
         a resumed run searches again, the same targets since the search is seeded)."""
         if self.targets is None:
-            self.targets = SearchTargets(self.args.il_teacher_evals, self.args.seed, self.args.il_teacher_cache)
+            a = self.args
+            self.targets = SearchTargets(a.il_teacher_evals, a.seed, a.il_teacher_cache, a.il_teacher_restarts)
         return self.targets
 
     # ------------------------------------------------------------------ episodes
@@ -227,7 +230,9 @@ class TrainContext:
                                   "checkpoint": str(self.out / "policy_best.pt")}
                 save_checkpoint(self.out / "policy_best.pt", self.payload(stage, full=False))
             if self._bound_stops_training() and reaches_bound(greedy["makespan"], self.lower_bound, self.inst.config):
-                self.at_bound = {"stage": stage, "episode": step, "makespan": float(greedy["makespan"])}
+                # the first decode at the bound is strictly the best so far: policy_best.pt holds these weights
+                self.at_bound = {"stage": stage, "episode": step, "makespan": float(greedy["makespan"]),
+                                 "checkpoint": self.best_eval["checkpoint"]}
 
     def _bound_stops_training(self) -> bool:
         """Whether reaching the lower bound ends the simulator stages: ``stop_at_bound`` on one graph

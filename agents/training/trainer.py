@@ -160,6 +160,9 @@ class Trainer:
             stage.run(ctx)
         finally:
             stage.close()
+        if ctx.stopped_at_bound(name):  # the weights that reached the bound: an update may have followed the
+            # decode in the same rollout (PPO evaluates inside its collection)
+            ctx.policy.load_state_dict(load_checkpoint(ctx.at_bound["checkpoint"])["policy_state"])
         if ctx.interrupt_due():
             ctx.interrupted = True
             ctx.checkpoint(name)

@@ -4,6 +4,7 @@ optimality), on one graph only; ``reaches_bound`` and ``bound_proves_optimality`
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 import doppler_gym as dg
 from agents.training import TrainArgs, read_metrics, train
@@ -33,11 +34,22 @@ def test_training_stops_when_the_greedy_decode_reaches_the_bound(tmp_path) -> No
     evals = [r for r in read_metrics(tmp_path) if r["kind"] == "eval"]
     first = next(r for r in evals if r["greedy_makespan"] <= summary["lower_bound"] * (1 + BOUND_RTOL))
     at = summary["stopped_at_bound"]
-    assert at == {"stage": "il", "episode": first["step"], "makespan": first["greedy_makespan"]}
+    assert at == {"stage": "il", "episode": first["step"], "makespan": first["greedy_makespan"],
+                  "checkpoint": str(tmp_path / "policy_best.pt")}
     assert evals[-1] is first  # no evaluation after the stop: the stages ended there
     assert summary["stages"]["il"]["episodes"] == first["step"] < QUICK["il_episodes"]  # no episode after it
     assert summary["stages"]["sim"]["episodes"] == 0
     assert summary["makespan"] <= summary["lower_bound"] * (1 + BOUND_RTOL)
+
+
+def test_the_stop_in_ppo_keeps_the_weights_that_reached_the_bound(tmp_path) -> None:
+    summary = train(TrainArgs(**CHAIN, **QUICK, stages=("sim",), out=str(tmp_path)))
+    at = summary["stopped_at_bound"]
+    assert at["stage"] == "sim" and summary["stages"]["sim"]["episodes"] >= at["episode"]
+    assert summary["makespan"] == at["makespan"]  # the final greedy decode is the decode that stopped it
+    saved = torch.load(tmp_path / "policy_sim.pt", weights_only=True)["policy_state"]
+    best = torch.load(tmp_path / "policy_best.pt", weights_only=True)["policy_state"]
+    assert all(torch.equal(saved[k], best[k]) for k in best)
 
 
 def test_stop_at_bound_false_trains_every_episode(tmp_path) -> None:

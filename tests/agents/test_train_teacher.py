@@ -7,8 +7,9 @@ import pytest
 
 import doppler_gym as dg
 from agents.training import Instance, TrainArgs, train
-from agents.training.teacher import AssignmentTeacher, devices_interchangeable, relabelled_targets
+from agents.training.teacher import AssignmentTeacher, devices_interchangeable, relabelled_targets, search_placement
 from doppler_gym import baselines
+from doppler_gym.parallel.search import island_search
 from tests.agents.train_helpers import small_args
 
 
@@ -68,3 +69,33 @@ def test_the_search_teacher_is_imitated_and_kept(tmp_path) -> None:
         TrainArgs(il_teacher="search", learn="sel").validate()
     with pytest.raises(ValueError, match="il_teacher_evals"):
         TrainArgs(il_teacher="search", il_teacher_evals=0).validate()
+
+
+def test_teacher_restarts_keep_the_best_of_the_main_run_and_the_islands() -> None:
+    # a 40-op random DAG on 3 devices where 4 short restarts find a better placement than the main run
+    graph, topo, config = dg.workloads.make("random", n_ops=40, levels=8, seed=0), dg.Topology.uniform(3), \
+        dg.SimConfig()
+    starts = [baselines.run("critical_path", graph, topo, config, seed=0), baselines.run("heft", graph, topo, config)]
+    main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts)
+    islands = island_search(graph, topo, config, islands=4, max_evals=500, seed=0, starts=starts)
+    plain = search_placement(graph, topo, config, 2000, 0)
+    more = search_placement(graph, topo, config, 2000, 0, restarts=4)
+    assert plain["makespan"] == main.makespan and plain["total_evals"] == main.info["evals"]
+    assert more["makespan"] == min(main.makespan, islands.makespan) < plain["makespan"]
+    assert more["total_evals"] == main.info["evals"] + islands.info["evals"] and more["restarts"] == 4
+    again = dg.simulate(graph, np.array(more["assignment"]), topo, config=config).makespan
+    assert again == pytest.approx(more["makespan"], rel=1e-12)
+
+
+def test_teacher_skips_restarts_once_the_main_run_reaches_the_bound() -> None:
+    chain = dg.workloads.make("random", n_ops=6, levels=6, seed=1)  # all on one device = the lower bound
+    found = search_placement(chain, dg.Topology.uniform(2), dg.SimConfig(), 2000, 0, restarts=8)
+    bound = dg.makespan_lower_bound(chain, dg.Topology.uniform(2), dg.SimConfig())
+    assert found["makespan"] == pytest.approx(bound, rel=1e-12) and found["total_evals"] == 0
+
+
+def test_restarts_default_to_16_on_one_graph_and_none_on_a_mix() -> None:
+    assert TrainArgs().il_teacher_restarts == 16
+    assert TrainArgs(graph="mix", graph_mix=("random:n_ops=10..20",)).il_teacher_restarts == 0
+    with pytest.raises(ValueError, match="il_teacher_restarts"):
+        TrainArgs(il_teacher_restarts=-1).validate()
