@@ -7,6 +7,7 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
     python benchmarks/bench_place.py --part quality --budgets 2,5      # a smaller grid
     python benchmarks/bench_place.py --part scale --sizes 250,1000,4000,20000
     python benchmarks/bench_place.py --part starts --evals 20000      # local search from decodes vs heuristics
+    python benchmarks/bench_place.py --part headroom --evals 50000    # the best of 16 local searches
 
 1. **Quality** (``--part quality``), on graphs outside the policy's training mix (the held-out list
    of ``agents/pretrained/pretrained.json``: every paper graph, the llama-layer family, random DAGs
@@ -23,6 +24,10 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
 3. **Starts** (``--part starts``): wall-clock free: ``local_search`` with ``--evals`` evaluations from
    the best heuristic start, from the best of the policy's decodes (greedy and 8 samples), and the
    two with half the evaluations each, on the quality instances up to 1,000 ops.
+4. **Headroom** (``--part headroom``): the best of ``--islands`` independent local searches of
+   ``--evals`` evaluations each and the makespan lower bound per instance (up to ``--max-ops``),
+   against plain local search at each budget of the quality part: how much better than plain local
+   search any search with its moves has been seen to get.
 
 Writes ``OUT/results.json`` and prints markdown tables (``--report`` reprints them).
 """
@@ -123,6 +128,30 @@ def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | Non
     return rows
 
 
+def headroom(islands: int, evals: int, seed: int, instances: list[tuple], max_ops: int) -> list[dict]:
+    """How much better than plain local search any search with its moves has been seen to do: the
+    best of ``islands`` independent local searches of ``evals`` evaluations each (``island_search``,
+    one round, from the default starts), and the makespan lower bound, per instance."""
+    import doppler_gym as dg
+    from doppler_gym.parallel.search import island_search
+
+    rows = []
+    for spec, topo_spec in instances:
+        g = build(spec)
+        if g.n_ops > max_ops:
+            continue
+        topo = dg.instances.resolve_topology(topo_spec)
+        config = dg.instances.default_config(g)
+        t0 = time.perf_counter()
+        best = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
+        row = {"graph": spec, "topology": topo.name, "islands": islands, "evals": evals,
+               "best": best.makespan, "island_makespans": best.info["island_makespans"][0],
+               "lower_bound": dg.makespan_lower_bound(g, topo, config), "seconds": time.perf_counter() - t0}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 SCALE_SCRIPT = r"""
 import json, resource, sys, time
 import numpy as np
@@ -207,6 +236,28 @@ def report(results: dict) -> None:
         for key in ("from_decode", "split"):
             v = [r[key] / r["from_heuristic"] for r in st]
             print(f"{key} / from_heuristic: geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}")
+    hr = results.get("headroom", [])
+    if hr:
+        import math
+        plain = {(r["graph"], r["topology"]): r["search"] for r in q}
+        budgets = list(q[0]["search"]) if q else []
+        print(f"\n| graph | topology | lower bound | best of {hr[0]['islands']} local searches "
+              f"({hr[0]['evals']} evaluations each) | " + " | ".join(f"best / LS {b} s" for b in budgets) + " |")
+        print("|---|---|---:|---:|" + "---:|" * len(budgets))
+        ratios = {b: [] for b in budgets}
+        for r in hr:
+            cells = []
+            for b in budgets:
+                ls = plain.get((r["graph"], r["topology"]), {}).get(b, {}).get("local_search")
+                cells.append("-" if ls is None else f"{r['best'] / ls:.3f}")
+                if ls is not None:
+                    ratios[b].append(r["best"] / ls)
+            print(f"| {r['graph']} | {r['topology']} | {r['lower_bound']:.4g} | {r['best']:.4g} | "
+                  + " | ".join(cells) + " |")
+        for b, v in ratios.items():
+            if v:
+                print(f"budget {b} s: best seen / plain local_search geometric mean "
+                      f"{math.exp(sum(map(math.log, v)) / len(v)):.4f} over {len(v)} instances")
     s = results.get("scale", [])
     if s:
         print("\n| ops | edges | direct decode s wall (static + steps) | CPU s | env decode s wall | CPU s "
@@ -225,7 +276,9 @@ def report(results: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/bench_place")
-    ap.add_argument("--part", choices=("quality", "scale", "starts", "both"), default="both")
+    ap.add_argument("--part", choices=("quality", "scale", "starts", "headroom", "both"), default="both")
+    ap.add_argument("--islands", type=int, default=16, help="headroom: independent local searches per instance")
+    ap.add_argument("--max-ops", type=int, default=1000, help="starts, headroom: the largest graph searched")
     ap.add_argument("--evals", type=int, default=20000, help="starts: local-search evaluations per run")
     ap.add_argument("--budgets", default="2,5,20", help="search budgets [s], comma-separated")
     ap.add_argument("--sizes", default="250,1000,4000,20000")
@@ -255,6 +308,10 @@ def main() -> None:
     if args.part == "starts":
         instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
         results["starts"] = starts(args.evals, args.seed, instances, args.policy)
+        path.write_text(json.dumps(results, indent=1))
+    if args.part == "headroom":
+        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
+        results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
         path.write_text(json.dumps(results, indent=1))
     report(results)
 

@@ -185,11 +185,22 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
         if not sep or key not in known:
             raise ValueError(f"--set {pair!r}: expected FIELD=VALUE with FIELD a TrainArgs field "
                              f"({', '.join(sorted(known))})")
-        fields[key] = common.parse_params([f"{key}={text}"])[key]
+        value = common.parse_params([f"{key}={text}"])[key]
+        fields[key] = _bool_arg(pair, value) if isinstance(known[key].default, bool) else value
     if args.budget_minutes is None and not episodes:
         print("doppler train: no --budget-minutes or --episodes: default episode counts "
               "(il=300, sim=1000, real=200)")
     return TrainArgs(**fields)
+
+
+def _bool_arg(pair: str, value: object) -> bool:
+    """A ``--set`` value for a yes/no field: ``True``/``False``, ``true``/``false``, ``1``/``0``."""
+    if isinstance(value, bool):
+        return value
+    words = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+    if str(value).strip().lower() in words:
+        return words[str(value).strip().lower()]
+    raise ValueError(f"--set {pair!r}: this field is yes or no; give true or false")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -298,6 +298,8 @@ class TrainArgs:
         if self.il_teacher == "search" and self.learn != "both":
             raise ValueError("il_teacher='search' imitates a placement with both decisions learned: give "
                              "learn='both' (or use il_teacher='critical_path')")
+        if not isinstance(self.stop_at_bound, bool):
+            raise ValueError(f"stop_at_bound must be True or False, got {self.stop_at_bound!r}")
         if self.il_teacher_cache < 1:
             raise ValueError(f"il_teacher_cache must be >= 1, got {self.il_teacher_cache}")
         if self.mix_pool is not None and (self.graph != MIX or self.mix_pool < 1):

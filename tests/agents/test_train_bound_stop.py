@@ -4,6 +4,7 @@ optimality), on one graph only; ``reaches_bound`` and ``bound_proves_optimality`
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import doppler_gym as dg
@@ -72,3 +73,21 @@ def test_the_bound_proves_optimality_only_with_one_stream_and_no_jitter() -> Non
     for config in (dg.SimConfig(streams=2), dg.SimConfig(compute_jitter=0.1), dg.SimConfig(transfer_jitter=0.1)):
         assert not bound_proves_optimality(config)
         assert not reaches_bound(0.5, 1.0, config)  # even below the bound: no proof under this model
+
+
+def test_cli_set_parses_yes_no_fields_and_rejects_the_rest() -> None:
+    import argparse
+
+    from agents.cli.train_cmd import args_from_namespace, register
+
+    def cli(*argv: str) -> TrainArgs:
+        parser = argparse.ArgumentParser()
+        register(parser.add_subparsers())
+        return args_from_namespace(parser.parse_args(["train", "paper/ffnn", "--budget-minutes", "1", *argv]))
+
+    for text, value in (("false", False), ("False", False), ("0", False), ("true", True), ("yes", True)):
+        assert cli("--set", f"stop_at_bound={text}").stop_at_bound is value
+    with pytest.raises(ValueError, match="stop_at_bound.*true or false"):
+        cli("--set", "stop_at_bound=maybe")
+    with pytest.raises(ValueError, match="stop_at_bound must be True or False"):
+        TrainArgs(stop_at_bound="false").validate()
