@@ -140,7 +140,7 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     Returns:
         ``{"name": "search", "assignment": [n_ops ints], "makespan", "evals", "restarts", "total_evals",
         "seconds", "interchangeable"}`` (``makespan`` in the config's reported unit; ``evals`` the main
-        run's budget, ``total_evals`` the neighbours all runs simulated).
+        run's budget, ``restarts`` the restarts run, ``total_evals`` the neighbours all runs simulated).
     """
     from doppler_gym import baselines
     from doppler_gym.parallel.search import island_search
@@ -150,7 +150,9 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     found = baselines.run("local_search", graph, topology, config, seed=seed, seconds=None, max_evals=int(evals),
                           starts=[cp, heft])
     total, seconds = int(found.info["evals"]), found.seconds
-    if restarts > 0 and found.info["stopped"] != "lower_bound":  # at the bound nothing is better
+    if found.info["stopped"] == "lower_bound":  # optimal: no restart can do better
+        restarts = 0
+    if restarts > 0:
         more = island_search(graph, topology, config, islands=int(restarts), max_evals=max(1, int(evals) // 4),
                              seed=seed, starts=[cp, heft])
         total, seconds = total + int(more.info["evals"]), seconds + more.seconds

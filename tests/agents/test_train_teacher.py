@@ -92,6 +92,7 @@ def test_teacher_skips_restarts_once_the_main_run_reaches_the_bound() -> None:
     found = search_placement(chain, dg.Topology.uniform(2), dg.SimConfig(), 2000, 0, restarts=8)
     bound = dg.makespan_lower_bound(chain, dg.Topology.uniform(2), dg.SimConfig())
     assert found["makespan"] == pytest.approx(bound, rel=1e-12) and found["total_evals"] == 0
+    assert found["restarts"] == 0  # none run
 
 
 def test_restarts_default_to_16_on_one_graph_and_none_on_a_mix() -> None:
