@@ -19,8 +19,9 @@ Stages (DOPPLER paper §4):
    actions by ``il_label_smoothing`` (so the policy still samples other actions in stage 2), minus
    ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
    (so the critic is warm for stage 2). ``il_teacher="search"`` swaps the PLC teacher for a
-   local-search placement of the graph (:mod:`agents.training.teacher`), so imitation is not
-   capped at the heuristic's makespan.
+   local-search placement of the graph (:mod:`agents.training.teacher`; on one graph the best of
+   that search and ``il_teacher_restarts`` independent ones), so imitation is not capped at the
+   heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
    ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a
@@ -36,6 +37,10 @@ played inside the env wrapper, so the buffer, PPO and REINFORCE only see the lea
 Generalisation: ``graph="mix"`` with ``graph_mix`` specs draws a new graph per training episode,
 and ``graph_eval`` graphs are decoded at the end (:mod:`agents.training.graphs`); ``init``
 fine-tunes a checkpoint on another graph or device count.
+
+Stop at the bound: on one graph (``stop_at_bound``, default on) the ``il`` and ``sim`` stages end
+once a periodic greedy decode reaches the makespan lower bound, a proof that the policy is optimal
+there; the policy goes back to the weights that reached it.
 
 Budget: a stage ends when it has run its episodes (``il_episodes`` ...) or its share of
 ``budget_minutes``, whichever comes first. The shares follow :data:`STAGE_WEIGHTS` (il 1, sim 3,
