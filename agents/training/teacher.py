@@ -6,7 +6,8 @@
   SEL and the earliest-start devices in PLC. Imitation can at best copy the heuristic.
 - ``"search"``: the placement that local search finds from the critical-path and HEFT placements
   (:func:`search_placement`: :func:`doppler_gym.baselines.local_search` with ``il_teacher_evals``
-  simulated neighbours, the same target on every machine) is the PLC target; SEL stays the
+  simulated neighbours, and the best of ``il_teacher_restarts`` independent restarts beside it; the
+  same target on every machine) is the PLC target; SEL stays the
   critical-path teacher's (under the reference model's FIFO queues the SEL order does not change
   the makespan, only what the policy has seen when it places each op). Expert-iteration style
   (Anthony, Tian & Barber, NeurIPS 2017): a slow planner's placement becomes a fast policy's.
