@@ -153,9 +153,10 @@ class TrainArgs:
     """Simulated neighbours of the search teacher's local search (a count, not seconds: the same
     target on every machine); default 200,000 on one graph, 20,000 per graph of a mix."""
     il_teacher_restarts: Any = RECIPE
-    """Independent restarts of the search teacher beside its main run (``il_teacher_evals // 4``
-    simulated neighbours each, their own seeds; the best placement of all runs is the target);
-    default 16 on one graph, 0 on a mix."""
+    """The most independent restarts of the search teacher beside its main run (``il_teacher_evals // 4``
+    simulated neighbours each, their own seeds; the best placement of all runs is the target; fewer on
+    graphs over 1,000 ops: :func:`agents.training.teacher.search_placement`); default 16 on one graph,
+    0 on a mix."""
     il_teacher_cache: int = 512
     """Search targets kept (LRU) on a mix [graphs]."""
     il_vf_coef: float = 0.5

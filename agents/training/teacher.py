@@ -129,14 +129,22 @@ class AssignmentTeacher(gym.Wrapper):
         return mask
 
 
+RESTART_OP_EVALS = 16 * 50_000 * 1_000  # [op x evaluations] the restarts' work cap: 16 full restarts up to 1,000 ops
+
+
 def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig, evals: int,
-                     seed: int, restarts: int = 0) -> dict[str, Any]:
+                     seed: int, restarts: int = 0, restart_op_evals: int = RESTART_OP_EVALS) -> dict[str, Any]:
     """The search teacher's placement of one instance: the best of a local search (``evals``
-    simulated neighbours, ``seed``) from the critical-path and HEFT placements and ``restarts``
+    simulated neighbours, ``seed``) from the critical-path and HEFT placements and up to ``restarts``
     independent ones from the same starts (:func:`~doppler_gym.parallel.search.island_search`,
-    ``evals // 4`` neighbours each, seeds drawn from ``seed``; none when the first run reached the
-    makespan lower bound). One run ends in one of several basins by luck; the best of several is a
-    far steadier target (``docs/results/train_default.md``).
+    ``evals // 4`` neighbours each, seeds drawn from ``seed``). One run ends in one of several basins
+    by luck; the best of several is a far steadier target (``docs/results/train_default.md``).
+
+    Fewer restarts run on large graphs, so that ``n_ops x`` their evaluations stay within
+    ``restart_op_evals`` (a simulation costs about linear time in the ops: the default allows 16 up
+    to 1,000 ops, 4 at 4,000, none above 16,000), and none once the first run reached the makespan
+    lower bound. The rule counts ops and evaluations, never seconds, so the target is the same on
+    every machine.
 
     Returns:
         ``{"name": "search", "assignment": [n_ops ints], "makespan", "evals", "restarts", "total_evals",
@@ -151,11 +159,12 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     found = baselines.run("local_search", graph, topology, config, seed=seed, seconds=None, max_evals=int(evals),
                           starts=[cp, heft])
     total, seconds = int(found.info["evals"]), found.seconds
+    each = max(1, int(evals) // 4)
+    restarts = min(int(restarts), int(restart_op_evals) // (max(graph.n_ops, 1) * each))
     if found.info["stopped"] == "lower_bound":  # optimal: no restart can do better
         restarts = 0
     if restarts > 0:
-        more = island_search(graph, topology, config, islands=int(restarts), max_evals=max(1, int(evals) // 4),
-                             seed=seed, starts=[cp, heft])
+        more = island_search(graph, topology, config, islands=restarts, max_evals=each, seed=seed, starts=[cp, heft])
         total, seconds = total + int(more.info["evals"]), seconds + more.seconds
         if more.makespan < found.makespan:
             found = more

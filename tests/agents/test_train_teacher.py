@@ -7,7 +7,13 @@ import pytest
 
 import doppler_gym as dg
 from agents.training import Instance, TrainArgs, train
-from agents.training.teacher import AssignmentTeacher, devices_interchangeable, relabelled_targets, search_placement
+from agents.training.teacher import (
+    RESTART_OP_EVALS,
+    AssignmentTeacher,
+    devices_interchangeable,
+    relabelled_targets,
+    search_placement,
+)
 from doppler_gym import baselines
 from doppler_gym.parallel.search import island_search
 from tests.agents.train_helpers import small_args
@@ -85,6 +91,22 @@ def test_teacher_restarts_keep_the_best_of_the_main_run_and_the_islands() -> Non
     assert more["total_evals"] == main.info["evals"] + islands.info["evals"] and more["restarts"] == 4
     again = dg.simulate(graph, np.array(more["assignment"]), topo, config=config).makespan
     assert again == pytest.approx(more["makespan"], rel=1e-12)
+
+
+def test_teacher_runs_fewer_restarts_on_large_graphs() -> None:
+    graph, topo, config = dg.workloads.make("random", n_ops=40, levels=8, seed=0), dg.Topology.uniform(3), \
+        dg.SimConfig()
+    # 40 ops x 500 evaluations per restart = 20,000 op-evaluations each: a cap of 50,000 allows 2 of the 4
+    capped = search_placement(graph, topo, config, 2000, 0, restarts=4, restart_op_evals=50_000)
+    starts = [baselines.run("critical_path", graph, topo, config, seed=0), baselines.run("heft", graph, topo, config)]
+    main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts)
+    two = island_search(graph, topo, config, islands=2, max_evals=500, seed=0, starts=starts)
+    assert capped["restarts"] == 2 and capped["total_evals"] == main.info["evals"] + two.info["evals"]
+    assert capped["makespan"] == min(main.makespan, two.makespan)
+    none = search_placement(graph, topo, config, 2000, 0, restarts=4, restart_op_evals=19_999)
+    assert none["restarts"] == 0 and none["total_evals"] == main.info["evals"]
+    # the default cap: 16 restarts of 50,000 evaluations up to 1,000 ops, 4 at 4,000 ops
+    assert RESTART_OP_EVALS // (1000 * 50_000) == 16 and RESTART_OP_EVALS // (4000 * 50_000) == 4
 
 
 def test_teacher_skips_restarts_once_the_main_run_reaches_the_bound() -> None:
