@@ -22,8 +22,9 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
    after it; the env decode (``Doppler-Sim-v0`` stepped with the policy, padded observations) up to
    ``--env-max`` ops for the ratio, in the same process.
 3. **Starts** (``--part starts``): wall-clock free: ``local_search`` with ``--evals`` evaluations from
-   the best heuristic start, from the best of the policy's decodes (greedy and 8 samples), and the
-   two with half the evaluations each, on the quality instances up to 1,000 ops.
+   the best heuristic start, from the best of the policy's decodes (greedy and 8 samples), the two
+   with half the evaluations each ("split"), and a race (a quarter from each, then the leader for
+   the other half), on the quality instances up to 1,000 ops.
 4. **Headroom** (``--part headroom``): the best of ``--islands`` independent local searches of
    ``--evals`` evaluations each and the makespan lower bound per instance (up to ``--max-ops``),
    against plain local search at each budget of the quality part: how much better than plain local
@@ -116,13 +117,16 @@ def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | Non
         decode = min(cands, key=lambda p: p.makespan)
 
         def search(start, n, s=seed, g=g, topo=topo, config=config):
-            found = dg.baselines.local_search(g, topo, config, seed=s, seconds=None, max_evals=n, starts=[start])
-            return found.makespan
+            return dg.baselines.local_search(g, topo, config, seed=s, seconds=None, max_evals=n, starts=[start])
 
+        quarter = evals // 4  # the race: a quarter from each start, then the leader for the rest
+        a, b = search(heuristic, quarter), search(decode, quarter, seed + 1)
+        leader = a if a.makespan <= b.makespan else b
         row = {"graph": spec, "topology": topo.name, "evals": evals, "heuristic_start": heuristic.makespan,
-               "decode_start": decode.makespan, "from_heuristic": search(heuristic, evals),
-               "from_decode": search(decode, evals),
-               "split": min(search(heuristic, evals // 2), search(decode, evals // 2, seed + 1))}
+               "decode_start": decode.makespan, "from_heuristic": search(heuristic, evals).makespan,
+               "from_decode": search(decode, evals).makespan,
+               "split": min(search(heuristic, evals // 2).makespan, search(decode, evals // 2, seed + 1).makespan),
+               "race": min(leader.makespan, search(leader, evals - 2 * quarter, seed + 2).makespan)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -225,15 +229,15 @@ def report(results: dict) -> None:
     st = results.get("starts", [])
     if st:
         import math
+        keys = [k for k in ("from_decode", "split", "race") if k in st[0]]
         print(f"\n| graph | topology | best heuristic start | best decode start | LS from heuristic "
-              f"({st[0]['evals']} evaluations) | from decode | split |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+              f"({st[0]['evals']} evaluations) | " + " | ".join(k.replace("_", " ") for k in keys) + " |")
+        print("|---|---|---:|---:|---:|" + "---:|" * len(keys))
         for r in st:
             h = r["from_heuristic"]
             print(f"| {r['graph']} | {r['topology']} | {r['heuristic_start']:.4g} | {r['decode_start']:.4g} "
-                  f"| {h:.4g} | {r['from_decode']:.4g} ({r['from_decode'] / h:.3f}) "
-                  f"| {r['split']:.4g} ({r['split'] / h:.3f}) |")
-        for key in ("from_decode", "split"):
+                  f"| {h:.4g} | " + " | ".join(f"{r[k]:.4g} ({r[k] / h:.3f})" for k in keys) + " |")
+        for key in keys:
             v = [r[key] / r["from_heuristic"] for r in st]
             print(f"{key} / from_heuristic: geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}")
     hr = results.get("headroom", [])
