@@ -53,6 +53,15 @@ def test_the_stop_in_ppo_keeps_the_weights_that_reached_the_bound(tmp_path) -> N
     assert all(torch.equal(saved[k], best[k]) for k in best)
 
 
+def test_a_real_stage_still_runs_after_the_stop(tmp_path) -> None:
+    args = TrainArgs(**CHAIN, **QUICK, stages=("il", "sim", "real"), real_episodes=4,
+                     real_env_id="Doppler-Sim-v0", out=str(tmp_path))  # the sim env stands in for the real one
+    summary = train(args)
+    assert summary["stopped_at_bound"]["stage"] == "il"
+    assert {s: d["episodes"] for s, d in summary["stages"].items()} == {
+        "il": summary["stopped_at_bound"]["episode"], "sim": 0, "real": 4}
+
+
 def test_stop_at_bound_false_trains_every_episode(tmp_path) -> None:
     summary = train(TrainArgs(**CHAIN, **QUICK, stages=("il", "sim"), stop_at_bound=False, out=str(tmp_path)))
     assert summary["stopped_at_bound"] is None
