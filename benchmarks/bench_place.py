@@ -42,6 +42,8 @@ import sys
 import time
 from pathlib import Path
 
+from scipy.stats import gmean
+
 QUALITY = (  # (graph spec, topology): held out by agents/pretrained/pretrained.json
     ("paper/chainmm", 4), ("paper/ffnn", 4), ("paper/llama-layer", 4), ("paper/llama-block", 8),
     ("llama-layer", "p100x4"), ("llama-layer", "h100x8-nvswitch"),
@@ -93,7 +95,8 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
     return rows
 
 
-def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | None = None) -> list[dict]:
+def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | None = None,
+           max_ops: int = 1000) -> list[dict]:
     """Local search from the best heuristic vs the best decode, at a fixed number of evaluations."""
     import doppler_gym as dg
     from agents.decode import DirectDecoder
@@ -105,7 +108,7 @@ def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | Non
     rows = []
     for spec, topo_spec in instances:
         g = build(spec)
-        if g.n_ops > 1000:
+        if g.n_ops > max_ops:
             continue
         topo = dg.instances.resolve_topology(topo_spec)
         config = dg.instances.default_config(g)
@@ -221,14 +224,12 @@ def report(results: dict) -> None:
                 ratios[b].append(s["guided"] / s["local_search"])
                 cells.append(f"{s['local_search']:.4g} | {s['guided']:.4g} ({s['guided'] / s['local_search']:.3f})")
             print(f"| {r['graph']} | {r['topology']} | " + " | ".join(cells) + " |")
-        import math
         for b in budgets:
             v = ratios[b]
-            print(f"budget {b} s: guided / local_search geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}, "
+            print(f"budget {b} s: guided / local_search geometric mean {gmean(v):.4f}, "
                   f"worst {max(v):.4f}, best {min(v):.4f}")
     st = results.get("starts", [])
     if st:
-        import math
         keys = [k for k in ("from_decode", "split", "race") if k in st[0]]
         print(f"\n| graph | topology | best heuristic start | best decode start | LS from heuristic "
               f"({st[0]['evals']} evaluations) | " + " | ".join(k.replace("_", " ") for k in keys) + " |")
@@ -239,10 +240,9 @@ def report(results: dict) -> None:
                   f"| {h:.4g} | " + " | ".join(f"{r[k]:.4g} ({r[k] / h:.3f})" for k in keys) + " |")
         for key in keys:
             v = [r[key] / r["from_heuristic"] for r in st]
-            print(f"{key} / from_heuristic: geometric mean {math.exp(sum(map(math.log, v)) / len(v)):.4f}")
+            print(f"{key} / from_heuristic: geometric mean {gmean(v):.4f}")
     hr = results.get("headroom", [])
     if hr:
-        import math
         plain = {(r["graph"], r["topology"]): r["search"] for r in q}
         budgets = list(q[0]["search"]) if q else []
         print(f"\n| graph | topology | lower bound | best of {hr[0]['islands']} local searches "
@@ -261,7 +261,7 @@ def report(results: dict) -> None:
         for b, v in ratios.items():
             if v:
                 print(f"budget {b} s: best seen / plain local_search geometric mean "
-                      f"{math.exp(sum(map(math.log, v)) / len(v)):.4f} over {len(v)} instances")
+                      f"{gmean(v):.4f} over {len(v)} instances")
     s = results.get("scale", [])
     if s:
         print("\n| ops | edges | direct decode s wall (static + steps) | CPU s | env decode s wall | CPU s "
@@ -289,7 +289,7 @@ def main() -> None:
     ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--policy", help="a policy checkpoint (default: the shipped agents/pretrained one)")
-    ap.add_argument("--only", help="quality: only the instances whose graph spec contains this text")
+    ap.add_argument("--only", help="only the instances whose graph spec contains this text")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
     args = ap.parse_args()
     out = Path(args.out)
@@ -299,6 +299,7 @@ def main() -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     results = json.loads(path.read_text()) if path.exists() else {}
+    instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
     if args.part in ("scale", "both"):
         results["scale"] = scale([int(x) for x in args.sizes.split(",")], args.env_max)
         path.write_text(json.dumps(results, indent=1))
@@ -306,15 +307,12 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(1)
-        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
         results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, instances, args.policy)
         path.write_text(json.dumps(results, indent=1))
     if args.part == "starts":
-        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
-        results["starts"] = starts(args.evals, args.seed, instances, args.policy)
+        results["starts"] = starts(args.evals, args.seed, instances, args.policy, args.max_ops)
         path.write_text(json.dumps(results, indent=1))
     if args.part == "headroom":
-        instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
         results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
         path.write_text(json.dumps(results, indent=1))
     report(results)

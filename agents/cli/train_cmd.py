@@ -198,8 +198,9 @@ def _bool_arg(pair: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
     words = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-    if str(value).strip().lower() in words:
-        return words[str(value).strip().lower()]
+    word = str(value).strip().lower()
+    if word in words:
+        return words[word]
     raise ValueError(f"--set {pair!r}: this field is yes or no; give true or false")
 
 
