@@ -95,6 +95,16 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
     return rows
 
 
+def instances_up_to(instances: list[tuple], max_ops: int):
+    """``(spec, graph, topology, config)`` of each instance with at most ``max_ops`` ops."""
+    import doppler_gym as dg
+
+    for spec, topo_spec in instances:
+        g = build(spec)
+        if g.n_ops <= max_ops:
+            yield spec, g, dg.instances.resolve_topology(topo_spec), dg.instances.default_config(g)
+
+
 def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | None = None,
            max_ops: int = 1000) -> list[dict]:
     """Local search from the best heuristic vs the best decode, at a fixed number of evaluations."""
@@ -106,12 +116,7 @@ def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | Non
 
     policy, _ = resolve_policy(policy_path)
     rows = []
-    for spec, topo_spec in instances:
-        g = build(spec)
-        if g.n_ops > max_ops:
-            continue
-        topo = dg.instances.resolve_topology(topo_spec)
-        config = dg.instances.default_config(g)
+    for spec, g, topo, config in instances_up_to(instances, max_ops):
         decoder = DirectDecoder(policy, g, topo, config)
         decoded = [decoder.run(greedy=True), decoder.run(samples=8, greedy=False, seed=seed)]
         cands = [finish("decode", g, topo, config, d.assignments[r], d.orders[r], time.perf_counter())
@@ -143,12 +148,7 @@ def headroom(islands: int, evals: int, seed: int, instances: list[tuple], max_op
     from doppler_gym.parallel.search import island_search
 
     rows = []
-    for spec, topo_spec in instances:
-        g = build(spec)
-        if g.n_ops > max_ops:
-            continue
-        topo = dg.instances.resolve_topology(topo_spec)
-        config = dg.instances.default_config(g)
+    for spec, g, topo, config in instances_up_to(instances, max_ops):
         t0 = time.perf_counter()
         best = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
         row = {"graph": spec, "topology": topo.name, "islands": islands, "evals": evals,
