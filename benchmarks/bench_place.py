@@ -8,6 +8,7 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
     python benchmarks/bench_place.py --part scale --sizes 250,1000,4000,20000
     python benchmarks/bench_place.py --part starts --evals 20000      # local search from decodes vs heuristics
     python benchmarks/bench_place.py --part headroom --evals 50000    # the best of 16 local searches
+    python benchmarks/bench_place.py --part oracle --evals 50000      # the best placement as the proposal
 
 1. **Quality** (``--part quality``), on graphs outside the policy's training mix (the held-out list
    of ``agents/pretrained/pretrained.json``: every paper graph, the llama-layer family, random DAGs
@@ -29,6 +30,14 @@ Run from the repository root (about 12-15 minutes; every search row is wall-cloc
    ``--evals`` evaluations each and the makespan lower bound per instance (up to ``--max-ops``),
    against plain local search at each budget of the quality part: how much better than plain local
    search any search with its moves has been seen to get.
+5. **Oracle** (``--part oracle``, after a quality run in the same ``--out``): local search whose
+   move proposal points every op at its device in the best placement known (``--islands`` x
+   ``--evals``), against plain local search, at the evaluations plain local search ran in each
+   budget: the most any per-op move proposal (the mechanism a policy guides the search with) can add.
+
+``--seeds-report DIR,DIR,..`` summarises quality runs of several seeds: guided / plain per instance
+with the plain search's seed-to-seed spread, Welch's t-test per instance, and the geometric mean
+over instances with a 95% bootstrap interval.
 
 Writes ``OUT/results.json`` and prints markdown tables (``--report`` reprints them).
 """
@@ -40,6 +49,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from scipy.stats import gmean
@@ -78,7 +88,7 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
         cp = dg.baselines.critical_path(g, topo, config, seed=0).makespan
         heft = dg.baselines.heft(g, topo, config).makespan
         greedy = place(g, topology=topo, policy=policy, seed=seed, reference=False)
-        row = {"graph": spec, "n_ops": g.n_ops, "topology": topo.name, "n_devices": topo.n_devices,
+        row = {"graph": spec, "n_ops": g.n_ops, "topology": topo.name, "n_devices": topo.n_devices, "seed": seed,
                "unit": config.time_unit, "critical_path": cp, "heft": heft, "greedy": greedy.makespan,
                "greedy_seconds": greedy.seconds, "search": {}}
         for s in budgets:
@@ -159,6 +169,46 @@ def headroom(islands: int, evals: int, seed: int, instances: list[tuple], max_op
     return rows
 
 
+def oracle(quality_rows: list[dict], islands: int, evals: int, seed: int, instances: list[tuple], max_ops: int,
+           share: float = 0.5, smoothing: float = 0.1) -> list[dict]:
+    """An upper bound on what a per-op move proposal (the mechanism a learned policy guides the search
+    with) can add: local search whose proposal points every op at its device in the best placement
+    known (the best of ``islands`` x ``evals`` local searches, relabelled to agree most with the
+    start where that keeps its makespan), against plain local search, at the evaluations plain local
+    search ran in each budget of the quality part (``quality_rows``)."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    import doppler_gym as dg
+    from doppler_gym.baselines.local_search import default_starts
+    from doppler_gym.parallel.search import island_search
+
+    plain_evals = {(r["graph"], r["topology"]): {b: s["plain_evals"] for b, s in r["search"].items()}
+                   for r in quality_rows}
+    rows = []
+    for spec, g, topo, config in instances_up_to(instances, max_ops):
+        d = topo.n_devices
+        best = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
+        start = min(default_starts(g, topo, config, seed), key=lambda p: p.makespan)
+        agree = np.zeros((d, d))
+        np.add.at(agree, (best.assignment, start.assignment), 1)
+        rows_, cols = linear_sum_assignment(-agree)
+        relabelled = cols[np.argsort(rows_)][best.assignment]
+        same = dg.simulate(g, relabelled, topo, config=config).makespan == best.makespan
+        target = relabelled if same else best.assignment
+        proposal = np.full((g.n_ops, d), smoothing / d)
+        proposal[np.arange(g.n_ops), target] += 1.0 - smoothing
+        row = {"graph": spec, "topology": topo.name, "best": best.makespan, "relabelled": bool(same),
+               "share": share, "smoothing": smoothing, "search": {}}
+        for budget, n in plain_evals[(spec, topo.name)].items():
+            plain, guided = (dg.baselines.local_search(g, topo, config, seed=seed, seconds=None, max_evals=n, **kw)
+                             for kw in ({}, {"proposal": proposal, "proposal_share": share}))
+            row["search"][budget] = {"evals": n, "plain": plain.makespan, "oracle": guided.makespan}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 SCALE_SCRIPT = r"""
 import json, resource, sys, time
 import numpy as np
@@ -205,6 +255,66 @@ def scale(sizes: list[int], env_max: int) -> list[dict]:
     return rows
 
 
+def seed_summary(runs: list[list[dict]]) -> dict[str, dict]:
+    """Guided against plain local search over several seeds of the quality part.
+
+    ``runs``: the ``quality`` rows of each run (one run per seed, the same instances). Per budget:
+    ``rows`` (per instance: plain and guided makespans per seed, the geometric mean of guided / plain
+    over the seeds, the plain search's seed-to-seed spread (sample standard deviation / mean), and
+    ``beyond_noise``: Welch's t-test of guided against plain at p < 0.05, ``"worse"``/``"better"``
+    or ``""``); ``gmean`` over instances and its 95% bootstrap interval (instances resampled, 10,000
+    resamples, seed 0)."""
+    import numpy as np
+    from scipy.stats import bootstrap, ttest_ind
+
+    keys = [(r["graph"], r["topology"]) for r in runs[0]]
+    by_key = [{(r["graph"], r["topology"]): r for r in run} for run in runs]
+    out = {}
+    for budget in runs[0][0]["search"]:
+        rows, ratios = [], []
+        for key in keys:
+            plain = np.array([run[key]["search"][budget]["local_search"] for run in by_key])
+            guided = np.array([run[key]["search"][budget]["guided"] for run in by_key])
+            ratio = float(gmean(guided / plain))
+            if np.ptp(plain) == 0 and np.ptp(guided) == 0:
+                significant = plain[0] != guided[0]
+            else:
+                with warnings.catch_warnings():  # scipy warns when the seeds' values are nearly identical
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    significant = bool(ttest_ind(guided, plain, equal_var=False).pvalue < 0.05)
+            verdict = "" if not significant else ("worse" if guided.mean() > plain.mean() else "better")
+            rows.append({"graph": key[0], "topology": key[1], "plain": plain.tolist(), "guided": guided.tolist(),
+                         "ratio": ratio, "plain_spread": float(plain.std(ddof=1) / plain.mean()),
+                         "beyond_noise": verdict})
+            ratios.append(ratio)
+        ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
+                       random_state=0).confidence_interval
+        out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": [float(ci.low), float(ci.high)]}
+    return out
+
+
+def report_seeds(summary: dict[str, dict], runs: list[str]) -> None:
+    budgets = list(summary)
+    print(f"\nGuided / plain local search over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
+          "in brackets the plain search's seed-to-seed spread (sd / mean); * worse, + better than plain "
+          "beyond noise (Welch's t-test, p < 0.05)")
+    print("\n| graph | topology | " + " | ".join(f"{b} s" for b in budgets) + " |")
+    print("|---|---|" + "---:|" * len(budgets))
+    for i, r in enumerate(summary[budgets[0]]["rows"]):
+        cells = []
+        for b in budgets:
+            c = summary[b]["rows"][i]
+            mark = {"worse": " *", "better": " +", "": ""}[c["beyond_noise"]]
+            cells.append(f"{c['ratio']:.3f} ({c['plain_spread']:.1%}){mark}")
+        print(f"| {r['graph']} | {r['topology']} | " + " | ".join(cells) + " |")
+    for b in budgets:
+        s = summary[b]
+        rows = s["rows"]
+        print(f"budget {b} s: geometric mean {s['gmean']:.4f} (95% bootstrap interval {s['ci95'][0]:.4f}-"
+              f"{s['ci95'][1]:.4f}); worse beyond noise on {sum(r['beyond_noise'] == 'worse' for r in rows)}, "
+              f"better on {sum(r['beyond_noise'] == 'better' for r in rows)} of {len(rows)}")
+
+
 def report(results: dict) -> None:
     q = results.get("quality", [])
     if q:
@@ -241,6 +351,20 @@ def report(results: dict) -> None:
         for key in keys:
             v = [r[key] / r["from_heuristic"] for r in st]
             print(f"{key} / from_heuristic: geometric mean {gmean(v):.4f}")
+    orc = results.get("oracle", [])
+    if orc:
+        budgets = list(orc[0]["search"])
+        print("\n| graph | topology | best known | " + " | ".join(
+            f"LS {b} s evals: plain | oracle proposal" for b in budgets) + " |")
+        print("|---|---|---:|" + "---:|---:|" * len(budgets))
+        for r in orc:
+            cells = [f"{s['plain']:.4g} | {s['oracle']:.4g} ({s['oracle'] / s['plain']:.3f})"
+                     for s in r["search"].values()]
+            print(f"| {r['graph']} | {r['topology']} | {r['best']:.4g} | " + " | ".join(cells) + " |")
+        for b in budgets:
+            v = [r["search"][b]["oracle"] / r["search"][b]["plain"] for r in orc]
+            print(f"budget {b} s (its evaluations): oracle proposal / plain geometric mean {gmean(v):.4f}, "
+                  f"best {min(v):.4f}")
     hr = results.get("headroom", [])
     if hr:
         plain = {(r["graph"], r["topology"]): r["search"] for r in q}
@@ -280,7 +404,7 @@ def report(results: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/bench_place")
-    ap.add_argument("--part", choices=("quality", "scale", "starts", "headroom", "both"), default="both")
+    ap.add_argument("--part", choices=("quality", "scale", "starts", "headroom", "oracle", "both"), default="both")
     ap.add_argument("--islands", type=int, default=16, help="headroom: independent local searches per instance")
     ap.add_argument("--max-ops", type=int, default=1000, help="starts, headroom: the largest graph searched")
     ap.add_argument("--evals", type=int, default=20000, help="starts: local-search evaluations per run")
@@ -291,7 +415,17 @@ def main() -> None:
     ap.add_argument("--policy", help="a policy checkpoint (default: the shipped agents/pretrained one)")
     ap.add_argument("--only", help="only the instances whose graph spec contains this text")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
+    ap.add_argument("--seeds-report", metavar="DIR,DIR,..",
+                    help="guided against plain over several quality runs (one seed each), with the noise")
     args = ap.parse_args()
+    if args.seeds_report:
+        dirs = [Path(d) for d in args.seeds_report.split(",")]
+        runs = [json.loads((d / "results.json").read_text()) for d in dirs]
+        missing = [str(d) for d, r in zip(dirs, runs) if "quality" not in r]
+        if missing:
+            sys.exit(f"bench_place: no quality results in {', '.join(missing)}; run --part quality there first")
+        report_seeds(seed_summary([r["quality"] for r in runs]), [str(d) for d in dirs])
+        return
     out = Path(args.out)
     path = out / "results.json"
     if args.report:
@@ -311,6 +445,12 @@ def main() -> None:
         path.write_text(json.dumps(results, indent=1))
     if args.part == "starts":
         results["starts"] = starts(args.evals, args.seed, instances, args.policy, args.max_ops)
+        path.write_text(json.dumps(results, indent=1))
+    if args.part == "oracle":
+        if "quality" not in results:
+            sys.exit(f"bench_place: --part oracle takes plain local search's evaluations from {path}'s quality "
+                     "results; run --part quality with this --out first (or copy its results.json there)")
+        results["oracle"] = oracle(results["quality"], args.islands, args.evals, args.seed, instances, args.max_ops)
         path.write_text(json.dumps(results, indent=1))
     if args.part == "headroom":
         results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
