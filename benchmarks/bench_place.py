@@ -255,15 +255,38 @@ def scale(sizes: list[int], env_max: int) -> list[dict]:
     return rows
 
 
-def seed_summary(runs: list[list[dict]]) -> dict[str, dict]:
+def best_seen(runs: list[list[dict]], extra: list[dict]) -> dict[tuple[str, str], float]:
+    """The best makespan seen per ``(graph, topology)``: every plain and guided search of the quality
+    ``runs``, and the best placements and searches of ``extra`` results (their ``headroom`` and
+    ``oracle`` parts)."""
+    best: dict[tuple[str, str], float] = {}
+
+    def see(key: tuple[str, str], value: float) -> None:
+        best[key] = min(best.get(key, value), value)
+
+    for run in runs:
+        for r in run:
+            for cell in r["search"].values():
+                see((r["graph"], r["topology"]), min(cell["local_search"], cell["guided"]))
+    for results in extra:
+        for r in results.get("headroom", []) + results.get("oracle", []):
+            see((r["graph"], r["topology"]), r["best"])
+            for cell in r.get("search", {}).values():
+                see((r["graph"], r["topology"]), min(cell["plain"], cell["oracle"]))
+    return best
+
+
+def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | None = None) -> dict[str, dict]:
     """Guided against plain local search over several seeds of the quality part.
 
-    ``runs``: the ``quality`` rows of each run (one run per seed, the same instances). Per budget:
+    ``runs``: the ``quality`` rows of each run (one run per seed, the same instances); ``best``: the
+    best makespan seen per instance (:func:`best_seen`), for the headroom. Per budget:
     ``rows`` (per instance: plain and guided makespans per seed, the geometric mean of guided / plain
     over the seeds, the plain search's seed-to-seed spread (sample standard deviation / mean), and
     ``beyond_noise``: Welch's t-test of guided against plain at p < 0.05, ``"worse"``/``"better"``
-    or ``""``); ``gmean`` over instances and its 95% bootstrap interval (instances resampled, 10,000
-    resamples, seed 0)."""
+    or ``""``, and ``headroom``: the best seen / the mean of plain over the seeds); ``gmean`` over
+    instances and its 95% bootstrap interval (instances resampled, 10,000 resamples, seed 0), and
+    ``headroom_gmean``: the geometric mean of the headrooms."""
     import numpy as np
     from scipy.stats import bootstrap, ttest_ind
 
@@ -285,11 +308,14 @@ def seed_summary(runs: list[list[dict]]) -> dict[str, dict]:
             verdict = "" if not significant else ("worse" if guided.mean() > plain.mean() else "better")
             rows.append({"graph": key[0], "topology": key[1], "plain": plain.tolist(), "guided": guided.tolist(),
                          "ratio": ratio, "plain_spread": float(plain.std(ddof=1) / plain.mean()),
-                         "beyond_noise": verdict})
+                         "beyond_noise": verdict, "headroom": float((best or {})[key] / plain.mean())
+                         if best and key in best else None})
             ratios.append(ratio)
         ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
                        random_state=0).confidence_interval
-        out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": [float(ci.low), float(ci.high)]}
+        rooms = [r["headroom"] for r in rows if r["headroom"] is not None]
+        out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": [float(ci.low), float(ci.high)],
+                       "headroom_gmean": float(gmean(rooms)) if rooms else None}
     return out
 
 
@@ -313,6 +339,9 @@ def report_seeds(summary: dict[str, dict], runs: list[str]) -> None:
         print(f"budget {b} s: geometric mean {s['gmean']:.4f} (95% bootstrap interval {s['ci95'][0]:.4f}-"
               f"{s['ci95'][1]:.4f}); worse beyond noise on {sum(r['beyond_noise'] == 'worse' for r in rows)}, "
               f"better on {sum(r['beyond_noise'] == 'better' for r in rows)} of {len(rows)}")
+        if s["headroom_gmean"] is not None:
+            print(f"budget {b} s: best seen / mean plain local search (the headroom) geometric mean "
+                  f"{s['headroom_gmean']:.4f} over {sum(r['headroom'] is not None for r in rows)} instances")
 
 
 def report(results: dict) -> None:
@@ -417,6 +446,8 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
     ap.add_argument("--seeds-report", metavar="DIR,DIR,..",
                     help="guided against plain over several quality runs (one seed each), with the noise")
+    ap.add_argument("--best-from", metavar="DIR,DIR,..",
+                    help="with --seeds-report: also count the best placements of these headroom/oracle runs")
     args = ap.parse_args()
     if args.seeds_report:
         dirs = [Path(d) for d in args.seeds_report.split(",")]
@@ -424,7 +455,9 @@ def main() -> None:
         missing = [str(d) for d, r in zip(dirs, runs) if "quality" not in r]
         if missing:
             sys.exit(f"bench_place: no quality results in {', '.join(missing)}; run --part quality there first")
-        report_seeds(seed_summary([r["quality"] for r in runs]), [str(d) for d in dirs])
+        extra = [json.loads((Path(d) / "results.json").read_text()) for d in (args.best_from or "").split(",") if d]
+        quality_runs = [r["quality"] for r in runs]
+        report_seeds(seed_summary(quality_runs, best_seen(quality_runs, extra)), [str(d) for d in dirs])
         return
     out = Path(args.out)
     path = out / "results.json"
