@@ -161,8 +161,9 @@ def headroom(islands: int, evals: int, seed: int, instances: list[tuple], max_op
     for spec, g, topo, config in instances_up_to(instances, max_ops):
         t0 = time.perf_counter()
         best = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
-        row = {"graph": spec, "topology": topo.name, "islands": islands, "evals": evals,
-               "best": best.makespan, "island_makespans": best.info["island_makespans"][0],
+        row = {"graph": spec, "topology": topo.name, "islands": islands, "evals": evals, "seed": seed,
+               "best": best.makespan, "assignment": best.assignment.tolist(),
+               "island_makespans": best.info["island_makespans"][0],
                "lower_bound": dg.makespan_lower_bound(g, topo, config), "seconds": time.perf_counter() - t0}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -170,12 +171,14 @@ def headroom(islands: int, evals: int, seed: int, instances: list[tuple], max_op
 
 
 def oracle(quality_rows: list[dict], islands: int, evals: int, seed: int, instances: list[tuple], max_ops: int,
-           share: float = 0.5, smoothing: float = 0.1) -> list[dict]:
+           headroom_rows: list[dict] = (), share: float = 0.5, smoothing: float = 0.1) -> list[dict]:
     """An upper bound on what a per-op move proposal (the mechanism a learned policy guides the search
     with) can add: local search whose proposal points every op at its device in the best placement
     known (the best of ``islands`` x ``evals`` local searches, relabelled to agree most with the
     start where that keeps its makespan), against plain local search, at the evaluations plain local
-    search ran in each budget of the quality part (``quality_rows``)."""
+    search ran in each budget of the quality part (``quality_rows``). The best placement of a headroom
+    row with the same ``islands``, ``evals`` and ``seed`` (``headroom_rows``) is taken as it is, not
+    searched again."""
     import numpy as np
     from scipy.optimize import linear_sum_assignment
 
@@ -185,20 +188,25 @@ def oracle(quality_rows: list[dict], islands: int, evals: int, seed: int, instan
 
     plain_evals = {(r["graph"], r["topology"]): {b: s["plain_evals"] for b, s in r["search"].items()}
                    for r in quality_rows}
+    known = {(r["graph"], r["topology"]): (r["best"], np.asarray(r["assignment"])) for r in headroom_rows
+             if "assignment" in r and (r["islands"], r["evals"], r.get("seed")) == (islands, evals, seed)}
     rows = []
     for spec, g, topo, config in instances_up_to(instances, max_ops):
         d = topo.n_devices
-        best = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
+        if (spec, topo.name) in known:
+            best_makespan, best = known[(spec, topo.name)]
+        else:
+            found = island_search(g, topo, config, islands=islands, max_evals=evals, seed=seed)
+            best_makespan, best = found.makespan, found.assignment
         start = min(default_starts(g, topo, config, seed), key=lambda p: p.makespan)
         agree = np.zeros((d, d))
-        np.add.at(agree, (best.assignment, start.assignment), 1)
-        rows_, cols = linear_sum_assignment(-agree)
-        relabelled = cols[np.argsort(rows_)][best.assignment]
-        same = dg.simulate(g, relabelled, topo, config=config).makespan == best.makespan
-        target = relabelled if same else best.assignment
+        np.add.at(agree, (best, start.assignment), 1)
+        relabelled = linear_sum_assignment(-agree)[1][best]  # rows come back as 0..d-1: [1] maps each label
+        same = dg.simulate(g, relabelled, topo, config=config).makespan == best_makespan
+        target = relabelled if same else best
         proposal = np.full((g.n_ops, d), smoothing / d)
         proposal[np.arange(g.n_ops), target] += 1.0 - smoothing
-        row = {"graph": spec, "topology": topo.name, "best": best.makespan, "relabelled": bool(same),
+        row = {"graph": spec, "topology": topo.name, "best": best_makespan, "relabelled": bool(same),
                "share": share, "smoothing": smoothing, "search": {}}
         for budget, n in plain_evals[(spec, topo.name)].items():
             plain, guided = (dg.baselines.local_search(g, topo, config, seed=seed, seconds=None, max_evals=n, **kw)
@@ -308,8 +316,8 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
             verdict = "" if not significant else ("worse" if guided.mean() > plain.mean() else "better")
             rows.append({"graph": key[0], "topology": key[1], "plain": plain.tolist(), "guided": guided.tolist(),
                          "ratio": ratio, "plain_spread": float(plain.std(ddof=1) / plain.mean()),
-                         "beyond_noise": verdict, "headroom": float((best or {})[key] / plain.mean())
-                         if best and key in best else None})
+                         "beyond_noise": verdict,
+                         "headroom": float(best[key] / plain.mean()) if best and key in best else None})
             ratios.append(ratio)
         ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
                        random_state=0).confidence_interval
@@ -434,9 +442,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/bench_place")
     ap.add_argument("--part", choices=("quality", "scale", "starts", "headroom", "oracle", "both"), default="both")
-    ap.add_argument("--islands", type=int, default=16, help="headroom: independent local searches per instance")
-    ap.add_argument("--max-ops", type=int, default=1000, help="starts, headroom: the largest graph searched")
-    ap.add_argument("--evals", type=int, default=20000, help="starts: local-search evaluations per run")
+    ap.add_argument("--islands", type=int, default=16,
+                    help="headroom, oracle: independent local searches per instance for the best placement")
+    ap.add_argument("--max-ops", type=int, default=1000, help="starts, headroom, oracle: the largest graph searched")
+    ap.add_argument("--evals", type=int, default=20000,
+                    help="starts: local-search evaluations per run; headroom, oracle: per independent search")
     ap.add_argument("--budgets", default="2,5,20", help="search budgets [s], comma-separated")
     ap.add_argument("--sizes", default="250,1000,4000,20000")
     ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
@@ -483,7 +493,8 @@ def main() -> None:
         if "quality" not in results:
             sys.exit(f"bench_place: --part oracle takes plain local search's evaluations from {path}'s quality "
                      "results; run --part quality with this --out first (or copy its results.json there)")
-        results["oracle"] = oracle(results["quality"], args.islands, args.evals, args.seed, instances, args.max_ops)
+        results["oracle"] = oracle(results["quality"], args.islands, args.evals, args.seed, instances, args.max_ops,
+                                   results.get("headroom", []))
         path.write_text(json.dumps(results, indent=1))
     if args.part == "headroom":
         results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
