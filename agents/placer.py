@@ -9,11 +9,13 @@ search:
    robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`;
 2. decode ``samples`` sampled placements (one lockstep decode; by default as many as a fifth of
    the budget allows, none when the greedy decode is over 10% worse than the best heuristic);
-3. run :func:`~doppler_gym.baselines.local_search` from the best of all of them, for the rest of
-   the budget. When a decoded placement is that best start, ``proposal_share`` of the moves (default
-   0) draw their device from its PLC probabilities (the move proposal). When a heuristic is as good as
-   every decode (ties go to the heuristics) the policy is no guide on this instance, and the search
-   is plain local search (same seed, same moves).
+3. run :func:`~doppler_gym.baselines.local_search` for the rest of the budget. When the best decode
+   is within 10% of the best heuristic start, the two starts race (``probe_share``, default 0.1 of
+   the budget each): the placement with the lower makespan is not always the better start for a
+   local search, and a short probe of each tells them apart better. Otherwise the policy is no
+   guide on this instance, and the search is plain local search from the best heuristic (same seed,
+   same moves). ``proposal_share`` of the moves (default 0) draw their device from the best
+   decode's PLC probabilities (the move proposal).
 
 Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same placement.
 """
@@ -40,6 +42,7 @@ DEFAULT_DEVICES = 4
 SAMPLE_OPS = 40_000  # default samples: at most min(MAX_SAMPLES, SAMPLE_OPS // n_ops) (decode time ~ K n)
 MAX_SAMPLES = 16
 SAMPLE_GAP = 1.1  # default: no sampled decodes when the greedy one is over 10% worse than the best heuristic
+PROBE_SHARE = 0.1  # default share of the budget of each raced start's probe (docs/results/bench_place.md)
 PROPOSAL_SHARE = 0.0  # default share of the search's moves drawn from the policy's PLC probabilities: 0,
 # since the heuristic-prior policy's proposal led the search to worse placements (docs/results/bench_place.md)
 
@@ -139,6 +142,7 @@ def place(
     reference: bool = True,
     params: dict[str, object] | None = None,
     proposal_share: float = PROPOSAL_SHARE,
+    probe_share: float = PROBE_SHARE,
 ) -> PlaceResult:
     """Place ``graph`` with a learned policy (module docstring).
 
@@ -162,7 +166,9 @@ def place(
             ``seconds``).
         params: workload generator parameters when ``graph`` is a workload name.
         proposal_share: share of the search's moves whose device is drawn from the best decode's PLC
-            probabilities when that decode is the search's start (default 0: plain moves).
+            probabilities when that decode races (default 0: plain moves).
+        probe_share: share of the budget each of the two raced starts' probes gets (0 < share < 0.5;
+            module docstring); 0: the search starts from the better of the two.
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
@@ -179,6 +185,9 @@ def place(
     if isinstance(proposal_share, bool) or not isinstance(proposal_share, (int, float, np.floating)) \
             or not 0.0 <= proposal_share <= 1.0:
         raise ValueError(f"proposal_share must be a number in [0, 1], got {proposal_share!r}")
+    if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float, np.floating)) \
+            or not 0.0 <= probe_share < 0.5:
+        raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -217,27 +226,31 @@ def place(
         best: Placement = decoded[0]
         method = "greedy"
     else:
-        starts = heuristics + decoded
-        start = min(starts, key=lambda p: p.makespan)  # ties go to the heuristics (listed first)
-        # the proposal only when the policy's own placement is strictly the best start: when a heuristic
-        # is as good as every decode, the policy is no guide on this instance and the search runs as
-        # plain local_search
+        best_heuristic = min(heuristics, key=lambda p: p.makespan)
+        # the decode races the best heuristic only when it is within SAMPLE_GAP of it: otherwise the
+        # policy is no guide on this instance and the search is plain local_search
+        race = decoded[best_row].makespan <= SAMPLE_GAP * best_heuristic.makespan
+        starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
         d_best, r_best = rows[best_row]
-        probs = d_best.plc_probs[r_best] if start.name in ("greedy", "sample") and proposal_share > 0 else None
-        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "start": start.name,
-                     "start_makespan": start.makespan, "proposal": probs is not None})
+        probs = d_best.plc_probs[r_best] if race and proposal_share > 0 else None
+        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race,
+                     "proposal": probs is not None})
         left = search_seconds - (time.perf_counter() - started)
         if left > 0 or max_evals is not None and np.isinf(search_seconds):
             found = local_search(
                 g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
-                max_evals=max_evals, starts=[start],
-                proposal=probs, proposal_share=proposal_share,
+                max_evals=max_evals, starts=starts, proposal=probs, proposal_share=proposal_share,
+                probe_share=probe_share if race else 0.0,
             )
-            info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped")})
-            best = found if found.makespan < start.makespan else start
+            info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped", "start",
+                                                    "start_makespan")})
+            if "probes" in found.info:
+                info["probes"] = found.info["probes"]
+            best = found
         else:
-            info.update({"evals": 0, "stopped": "seconds (spent on the starts)"})
-            best = start
+            best = min(starts, key=lambda p: p.makespan)  # ties go to the heuristic
+            info.update({"evals": 0, "stopped": "seconds (spent on the starts)", "start": best.name,
+                         "start_makespan": best.makespan})
         method = "search"
     seconds = time.perf_counter() - started
     baselines: dict[str, float] = {}

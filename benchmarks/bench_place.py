@@ -50,7 +50,9 @@ import subprocess
 import sys
 import time
 import warnings
+from math import nan
 from pathlib import Path
+from types import SimpleNamespace
 
 from scipy.stats import gmean
 
@@ -77,7 +79,8 @@ def build(spec: str):
 
 def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path: str | None = None) -> list[dict]:
     import doppler_gym as dg
-    from agents.placer import place, resolve_policy
+    from agents.placer import PROBE_SHARE, place, resolve_policy
+    from doppler_gym.baselines.local_search import default_starts
 
     policy, _ = resolve_policy(policy_path)
     rows = []
@@ -96,10 +99,17 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
             plain = dg.baselines.local_search(g, topo, config, seed=seed, seconds=s)
             plain_wall = time.perf_counter() - t
             guided = place(g, topology=topo, policy=policy, search_seconds=s, seed=seed, reference=False)
+            # the ablation: the same race with the runner-up heuristic in the decode's place
+            t = time.perf_counter()
+            two = sorted(default_starts(g, topo, config, seed), key=lambda p: p.makespan)[:2]
+            left = max(s - (time.perf_counter() - t), 0.0)
+            raced = dg.baselines.local_search(g, topo, config, seed=seed, seconds=left, starts=two,
+                                              probe_share=PROBE_SHARE)
             row["search"][str(s)] = {"local_search": plain.makespan, "local_search_wall": plain_wall,
                                      "guided": guided.makespan, "guided_wall": guided.seconds,
-                                     "guided_start": guided.info.get("start"),
-                                     "guided_evals": guided.info.get("evals"), "plain_evals": plain.info["evals"]}
+                                     "guided_start": guided.info.get("start"), "guided_raced": guided.info.get("raced"),
+                                     "guided_evals": guided.info.get("evals"), "plain_evals": plain.info["evals"],
+                                     "raced_heuristics": raced.makespan, "raced_heuristics_evals": raced.info["evals"]}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -275,7 +285,8 @@ def best_seen(runs: list[list[dict]], extra: list[dict]) -> dict[tuple[str, str]
     for run in runs:
         for r in run:
             for cell in r["search"].values():
-                see((r["graph"], r["topology"]), min(cell["local_search"], cell["guided"]))
+                see((r["graph"], r["topology"]), min(cell["local_search"], cell["guided"],
+                                                     cell.get("raced_heuristics", float("inf"))))
     for results in extra:
         for r in results.get("headroom", []) + results.get("oracle", []):
             see((r["graph"], r["topology"]), r["best"])
@@ -284,8 +295,10 @@ def best_seen(runs: list[list[dict]], extra: list[dict]) -> dict[tuple[str, str]
     return best
 
 
-def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | None = None) -> dict[str, dict]:
-    """Guided against plain local search over several seeds of the quality part.
+def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | None = None,
+                 against: str = "local_search") -> dict[str, dict]:
+    """Guided against plain local search (``against``: or another search column of the quality rows,
+    e.g. ``"raced_heuristics"``) over several seeds of the quality part.
 
     ``runs``: the ``quality`` rows of each run (one run per seed, the same instances); ``best``: the
     best makespan seen per instance (:func:`best_seen`), for the headroom. Per budget:
@@ -304,7 +317,7 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
     for budget in runs[0][0]["search"]:
         rows, ratios = [], []
         for key in keys:
-            plain = np.array([run[key]["search"][budget]["local_search"] for run in by_key])
+            plain = np.array([run[key]["search"][budget][against] for run in by_key])
             guided = np.array([run[key]["search"][budget]["guided"] for run in by_key])
             ratio = float(gmean(guided / plain))
             if np.ptp(plain) == 0 and np.ptp(guided) == 0:
@@ -320,17 +333,17 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
                          "headroom": float(best[key] / plain.mean()) if best and key in best else None})
             ratios.append(ratio)
         ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
-                       random_state=0).confidence_interval
+                       random_state=0).confidence_interval if len(ratios) > 1 else SimpleNamespace(low=nan, high=nan)
         rooms = [r["headroom"] for r in rows if r["headroom"] is not None]
         out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": [float(ci.low), float(ci.high)],
                        "headroom_gmean": float(gmean(rooms)) if rooms else None}
     return out
 
 
-def report_seeds(summary: dict[str, dict], runs: list[str]) -> None:
+def report_seeds(summary: dict[str, dict], runs: list[str], against: str = "plain local search") -> None:
     budgets = list(summary)
-    print(f"\nGuided / plain local search over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
-          "in brackets the plain search's seed-to-seed spread (sd / mean); * worse, + better than plain "
+    print(f"\nGuided / {against} over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
+          "in brackets the baseline's seed-to-seed spread (sd / mean); * worse, + better than the baseline "
           "beyond noise (Welch's t-test, p < 0.05)")
     print("\n| graph | topology | " + " | ".join(f"{b} s" for b in budgets) + " |")
     print("|---|---|" + "---:|" * len(budgets))
@@ -468,6 +481,9 @@ def main() -> None:
         extra = [json.loads((Path(d) / "results.json").read_text()) for d in (args.best_from or "").split(",") if d]
         quality_runs = [r["quality"] for r in runs]
         report_seeds(seed_summary(quality_runs, best_seen(quality_runs, extra)), [str(d) for d in dirs])
+        if all("raced_heuristics" in r["search"][b] for run in quality_runs for r in run for b in r["search"]):
+            report_seeds(seed_summary(quality_runs, against="raced_heuristics"), [str(d) for d in dirs],
+                         "the heuristics' race (the same race, the runner-up heuristic in the decode's place)")
         return
     out = Path(args.out)
     path = out / "results.json"

@@ -19,6 +19,12 @@ Moves, drawn with equal probability:
     proposal (only with ``proposal=``, a share ``proposal_share`` of all moves): one op to another
         device drawn from the op's row of the ``(n_ops, D)`` proposal (e.g. a learned policy's
         placement probabilities), so the search tries the moves a guide rates likely first.
+
+Racing the starts (``probe_share > 0`` with two or more ``starts``): the start with the lowest
+makespan is not always the one whose search ends lowest (one local search ends in one of several
+basins). Each start then gets a probe search of ``probe_share`` of the budget, and the best
+placement of any probe is searched on for the rest: successive halving with one round (Jamieson &
+Talwalkar, "Non-stochastic best arm identification and hyperparameter optimization", AISTATS 2016).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ def local_search(
     block_max: int = 8,
     proposal: np.ndarray | None = None,
     proposal_share: float = 0.5,
+    probe_share: float = 0.0,
 ) -> Placement:
     """Improve the best of several start placements by batched local search (module docstring).
 
@@ -82,6 +89,11 @@ def local_search(
             from its row, the current device excluded. ``None``: no proposal moves.
         proposal_share: the share of the moves that are proposal moves when ``proposal`` is given
             (0..1); the other move kinds share the rest equally.
+        probe_share: with two or more ``starts``, race them (module docstring): each start's probe
+            gets this share of ``max_evals`` and of ``seconds``, the rest goes to the search from the
+            best probe's placement; the probes and that search are seeded from ``seed`` and the start's
+            index. ``probe_share * len(starts)`` must be below 1. 0: the search starts from the best
+            start.
 
     The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
     where that bound holds: one stream per device and no jitter. With jitter each candidate is
@@ -92,7 +104,9 @@ def local_search(
         A :class:`Placement` (``order`` = the start's order). ``info``: ``evals``,
         ``iterations``, ``restarts``, ``start`` (name) and ``start_makespan``, ``stopped``
         (``"lower_bound"``, ``"max_evals"``, ``"seconds"``, or ``"no_moves"`` with one device), ``seconds_to_best``,
-        ``evals_to_best`` and ``lower_bound``.
+        ``evals_to_best`` and ``lower_bound``. After a race ``evals``, ``iterations`` and ``restarts``
+        count the probes too, ``start`` is the start whose probe won, and ``probes`` lists each
+        probe's ``start``, ``start_makespan``, ``makespan`` and ``evals``.
 
     Raises:
         ValueError: no budget (both ``max_evals`` and ``seconds`` ``None``) or a bad option.
@@ -102,8 +116,16 @@ def local_search(
     seed = check_seed(seed, "local_search")
     _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
     proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
+    candidates = _start_placements(graph, topology, config, starts, seed)
+    _check_probe_share(probe_share, len(candidates))
+    if probe_share > 0 and len(candidates) > 1:
+        options = dict(batch_size=batch_size, patience=patience, kick=kick, temperature=temperature,
+                       block_max=block_max, proposal=proposal, proposal_share=proposal_share)
+        return _race(graph, topology, config, candidates, seed, max_evals, seconds, float(probe_share), started,
+                     options)
     rng = np.random.default_rng(seed)
-    start, order = _best_start(graph, topology, config, starts, seed)
+    start = min(candidates, key=lambda p: p.makespan)
+    order = start.order
     prio = queue_priorities(order, config)
     n, d = graph.n_ops, topology.n_devices
     bound = makespan_lower_bound(graph, topology, config)
@@ -197,33 +219,80 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
-def _best_start(
+def _start_placements(
     graph: DataflowGraph,
     topology: Topology,
     config: SimConfig,
     starts: Sequence[Placement | np.ndarray] | None,
     seed: int,
-) -> tuple[Placement, np.ndarray]:
-    """The best start placement (re-simulated under ``config``) and its order."""
+) -> list[Placement]:
+    """The start placements, each re-simulated under ``config`` (``starts=None``: :func:`default_starts`)."""
     if starts is None:
-        candidates = default_starts(graph, topology, config, seed)
-    elif len(starts) == 0:
+        return default_starts(graph, topology, config, seed)
+    if len(starts) == 0:
         raise ValueError("local_search: starts is empty; give at least one placement or leave it None")
-    else:
-        candidates = []
-        for i, s in enumerate(starts):
-            name, order = (s.name, s.order) if isinstance(s, Placement) else (f"starts[{i}]", topological_order(graph))
-            assignment = s.assignment if isinstance(s, Placement) else np.asarray(s)
-            if assignment.shape != (graph.n_ops,):
-                raise ValueError(
-                    f"local_search: starts[{i}] has shape {assignment.shape} but graph {graph.name!r} has "
-                    f"{graph.n_ops} ops; give one device per op"
-                )
-            candidates.append(
-                finish(name, graph, topology, config, assignment.astype(np.int64), order, time.perf_counter())
+    candidates = []
+    for i, s in enumerate(starts):
+        name, order = (s.name, s.order) if isinstance(s, Placement) else (f"starts[{i}]", topological_order(graph))
+        assignment = s.assignment if isinstance(s, Placement) else np.asarray(s)
+        if assignment.shape != (graph.n_ops,):
+            raise ValueError(
+                f"local_search: starts[{i}] has shape {assignment.shape} but graph {graph.name!r} has "
+                f"{graph.n_ops} ops; give one device per op"
             )
-    best = min(candidates, key=lambda p: p.makespan)
-    return best, best.order
+        candidates.append(
+            finish(name, graph, topology, config, assignment.astype(np.int64), order, time.perf_counter())
+        )
+    return candidates
+
+
+def _check_probe_share(share: object, n_starts: int) -> None:
+    if not (_is_number(share) and share >= 0 and share * n_starts < 1):
+        raise ValueError(f"local_search: probe_share must be a number >= 0 with probe_share * len(starts) < 1 "
+                         f"(here {n_starts} starts), got {share!r}")
+
+
+def _child_seed(seed: int, index: int) -> int:
+    """An independent seed for part ``index`` of a search seeded with ``seed``."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+def _race(
+    graph: DataflowGraph, topology: Topology, config: SimConfig, candidates: list[Placement], seed: int,
+    max_evals: int | None, seconds: float | None, probe_share: float, started: float, options: dict,
+) -> Placement:
+    """Race the start placements (module docstring): a probe search from each with ``probe_share``
+    of the budget, then the search from the best probe's placement with what is left."""
+    probes, used = [], 0
+    for i, start in enumerate(candidates):
+        began = time.perf_counter() - started
+        probe = local_search(
+            graph, topology, config, seed=_child_seed(seed, i), starts=[start],
+            max_evals=None if max_evals is None else max(1, int(probe_share * max_evals)),
+            seconds=None if seconds is None else probe_share * seconds, **options,
+        )
+        probes.append((start, probe, used, began))
+        used += probe.info["evals"]
+    start, winner, offset, winner_began = min(probes, key=lambda row: row[1].makespan)  # ties: the earlier start
+    began = time.perf_counter() - started
+    rest = local_search(
+        graph, topology, config, seed=_child_seed(seed, len(candidates)), starts=[winner],
+        max_evals=None if max_evals is None else max(0, max_evals - used),
+        seconds=None if seconds is None else max(0.0, seconds - (time.perf_counter() - started)), **options,
+    )
+    best, improved = (rest, True) if rest.makespan < winner.makespan else (winner, False)
+    info = dict(best.info)
+    for key in ("evals", "iterations", "restarts"):
+        info[key] = sum(p.info[key] for _, p, _, _ in probes) + rest.info[key]
+    if improved:
+        to_best = (used + rest.info["evals_to_best"], began + rest.info["seconds_to_best"])
+    else:
+        to_best = (offset + winner.info["evals_to_best"], winner_began + winner.info["seconds_to_best"])
+    info.update(seed=seed, start=start.name, start_makespan=start.makespan, stopped=rest.info["stopped"],
+                evals_to_best=to_best[0], seconds_to_best=to_best[1],
+                probes=[{"start": s.name, "start_makespan": s.makespan, "makespan": p.makespan,
+                         "evals": p.info["evals"]} for s, p, _, _ in probes])
+    return finish("local_search", graph, topology, config, best.assignment, start.order, started, info)
 
 
 class _Moves:

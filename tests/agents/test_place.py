@@ -61,15 +61,52 @@ def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
     assert set(a.info["heuristic_starts"]) == {"critical_path", "heft", "round_robin"}
     assert a.info["heuristic_starts"]["heft"] == baselines.heft(graph, topo).makespan
     assert a.makespan == resimulate(graph, topo, a.assignment, a.order)
-    # no proposal by default; when a heuristic is the best start the search is plain local_search:
-    # same start, seed and evaluations, so the same placement
+    # no proposal by default
     assert not a.info["proposal"]
     with_proposal = place(graph, **kw, proposal_share=0.5)
-    assert with_proposal.info["proposal"] == (with_proposal.info["start"] in ("greedy", "sample"))
-    if a.info["start"] not in ("greedy", "sample"):
+    assert with_proposal.info["proposal"] == with_proposal.info["raced"]
+    best_heuristic = min(a.info["heuristic_starts"].values())
+    assert a.info["raced"] == (a.info["best_decode_makespan"] <= 1.1 * best_heuristic)
+    if a.info["raced"]:  # a probe from the best heuristic and one from the best decode
+        probes = a.info["probes"]
+        assert [p["start_makespan"] for p in probes] == [best_heuristic, a.info["best_decode_makespan"]]
+        assert probes[1]["start"] in ("greedy", "sample") and sum(p["evals"] for p in probes) < 1500
+        assert a.makespan <= min(p["makespan"] for p in probes)
+    else:  # the policy is no guide: plain local_search from the best heuristic, same seed and evaluations
         plain = baselines.local_search(graph, topo, seed=4, max_evals=1500, seconds=None)
         np.testing.assert_array_equal(a.assignment, plain.assignment)
         assert a.makespan == plain.makespan
+
+
+def test_a_decode_near_the_heuristics_races_them():
+    """The shipped policy decodes within 10% of HEFT here: a probe from the best heuristic and one from
+    the best decode (a tenth of the evaluations each), then the search from the better probe."""
+    graph = dg.workloads.make("random", n_ops=120, levels=12, seed=5)
+    kw = dict(topology="p100x4", search_seconds=float("inf"), max_evals=3000, seed=2, samples=3)
+    a, b = place(graph, **kw), place(graph, **kw)
+    np.testing.assert_array_equal(a.assignment, b.assignment)
+    assert a.info["raced"] and a.makespan == b.makespan
+    probes = a.info["probes"]
+    best_heuristic = min(a.info["heuristic_starts"], key=a.info["heuristic_starts"].get)
+    assert [p["start"] for p in probes] == [best_heuristic, probes[1]["start"]]
+    assert probes[1]["start"] in ("greedy", "sample")
+    assert probes[1]["start_makespan"] == a.info["best_decode_makespan"]
+    assert [p["evals"] for p in probes] == [300, 300] and a.info["evals"] == 3000
+    winner = min(probes, key=lambda p: p["makespan"])
+    assert a.info["start"] == winner["start"] and a.makespan <= winner["makespan"]
+    assert a.makespan == resimulate(graph, "p100x4", a.assignment, a.order)
+
+
+def test_a_decode_far_worse_than_the_heuristics_does_not_race(graph):
+    """A random policy (no heuristic prior) decodes over 10% worse than HEFT here: no race, and the
+    search is plain local search from the best heuristic."""
+    weak = sharp_policy(make_env(graph=graph, topology=3), seed=1)
+    r = place(graph, devices=3, policy=weak, search_seconds=float("inf"), max_evals=600, seed=1, samples=0)
+    assert r.info["best_decode_makespan"] > 1.1 * min(r.info["heuristic_starts"].values())
+    assert not r.info["raced"] and "probes" not in r.info
+    plain = baselines.local_search(graph, 3, seed=1, max_evals=600, seconds=None)
+    np.testing.assert_array_equal(r.assignment, plain.assignment)
+    assert r.makespan == plain.makespan
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -77,6 +114,7 @@ def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
     ({"search_seconds": -1.0}, ValueError, "search_seconds"),
     ({"seed": -3}, ValueError, "seed"),
     ({"proposal_share": 1.5}, ValueError, "proposal_share"),
+    ({"probe_share": 0.5}, ValueError, "probe_share"),
     ({"policy": 3}, TypeError, "policy must be"),
 ])
 def test_place_argument_errors(graph, policy, kwargs, error, match):

@@ -7,7 +7,7 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym import baselines
-from doppler_gym.baselines.local_search import _Moves, default_starts
+from doppler_gym.baselines.local_search import _child_seed, _Moves, default_starts
 from tests.doppler_gym.baselines.baseline_graphs import RAW, small_random, two_chains
 
 
@@ -75,3 +75,55 @@ def test_default_starts_are_the_three_heuristics():
 def test_bad_proposals_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, **kwargs)
+
+
+# ---------------------------------------------------------------------------- racing the starts
+def test_a_race_is_the_probes_then_the_search_from_the_best_probe():
+    """The documented composition, rebuilt from plain searches: a probe of probe_share * max_evals from
+    each start (seeded from the seed and the start's index), then the rest from the best probe."""
+    graph = dg.workloads.make("random", n_ops=50, levels=7, seed=8)
+    topo, config = dg.Topology.uniform(3), dg.SimConfig()
+    starts = default_starts(graph, topo, config, seed=0)
+    raced = baselines.local_search(graph, topo, config, seed=3, max_evals=2000, seconds=None, batch_size=50,
+                                   starts=starts, probe_share=0.2)
+    probes = [baselines.local_search(graph, topo, config, seed=_child_seed(3, i), max_evals=400, seconds=None,
+                                     batch_size=50, starts=[s]) for i, s in enumerate(starts)]
+    k = int(np.argmin([p.makespan for p in probes]))
+    rest = baselines.local_search(graph, topo, config, seed=_child_seed(3, 3), max_evals=2000 - 1200, seconds=None,
+                                  batch_size=50, starts=[probes[k]])
+    assert raced.makespan == min(rest.makespan, probes[k].makespan)
+    assert raced.info["start"] == starts[k].name and raced.info["evals"] == 2000
+    assert [p["makespan"] for p in raced.info["probes"]] == [p.makespan for p in probes]
+    assert raced.makespan == pytest.approx(dg.simulate(graph, raced.assignment, topo, config=config).makespan,
+                                           rel=1e-12)
+
+
+def test_a_race_from_a_start_at_the_bound_stops_there():
+    graph = two_chains()  # two independent chains: one per device is optimal
+    topo = dg.Topology.uniform(2)
+    best = baselines.local_search(graph, topo, RAW, max_evals=5000, seconds=None)
+    assert best.info["stopped"] == "lower_bound"
+    worst = np.zeros(graph.n_ops, dtype=np.int64)  # everything on one device
+    raced = baselines.local_search(graph, topo, RAW, max_evals=5000, seconds=None, starts=[worst, best.assignment],
+                                   probe_share=0.1)
+    assert raced.makespan == best.makespan and raced.info["stopped"] == "lower_bound"
+
+
+def test_one_start_or_a_zero_probe_share_is_no_race():
+    graph = small_random(3, n_ops=7)
+    start = [default_starts(graph, dg.Topology.uniform(3), RAW, 2)[2]]
+    kw = dict(seed=2, max_evals=600, seconds=None, batch_size=32)
+    one = baselines.local_search(graph, 3, RAW, starts=start, probe_share=0.3, **kw)
+    alone = baselines.local_search(graph, 3, RAW, starts=start, **kw)
+    np.testing.assert_array_equal(one.assignment, alone.assignment)
+    assert "probes" not in one.info and one.info["evals"] == alone.info["evals"]
+    plain = baselines.local_search(graph, 3, RAW, **kw)
+    zero = baselines.local_search(graph, 3, RAW, probe_share=0.0, **kw)
+    np.testing.assert_array_equal(plain.assignment, zero.assignment)
+    assert "probes" not in zero.info
+
+
+@pytest.mark.parametrize("share", [-0.1, 0.34, float("nan"), True])
+def test_bad_probe_shares_are_clear_errors(share):
+    with pytest.raises(ValueError, match="probe_share"):
+        baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, probe_share=share)
