@@ -21,10 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "place", help="place a graph with the pre-trained policy (optionally guiding a search)",
         description="Place GRAPH on devices with a learned DopplerPolicy (default: the one shipped with the "
-        "package): its greedy decode, or with --search-seconds S a local search guided by it (its sampled "
-        "placements as starts, besides the usual heuristics), within "
-        "S seconds in total. The makespan is simulated with the graph's default config (the reference model "
-        "for paper graphs).",
+        "package): its greedy decode, or with --search-seconds S a local search guided by it within S seconds "
+        "in total: its best decode (greedy or sampled) races the best heuristic start (a short search from "
+        "each, then the rest of the budget from the better one). The makespan is simulated with the graph's "
+        "default config (the reference model for paper graphs).",
     )
     common.add_graph_argument(p)
     common.add_topology_arguments(p)
@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result.graph} ({result.n_ops} ops) on {result.topology} ({result.n_devices} devices), "
           f"policy {result.policy}: {what}")
     print(f"  makespan      {result.makespan:.6g} {unit}  ({result.seconds:.2f} s)")
+    if result.method == "search":
+        raced = " vs ".join(p["start"] for p in result.info.get("probes", []))
+        print(f"  search from   {result.info['start']}" + (f" (raced {raced})" if raced else "")
+              + f", {result.info['evals']:,} evaluations")
     print(f"  critical path {cp:.6g} {unit}  (x{result.makespan / cp:.3f})" if cp > 0 else "")
     print(f"  HEFT          {heft:.6g} {unit}  (x{result.makespan / heft:.3f})" if heft > 0 else "")
     if args.json:

@@ -106,7 +106,8 @@ def local_search(
         (``"lower_bound"``, ``"max_evals"``, ``"seconds"``, or ``"no_moves"`` with one device), ``seconds_to_best``,
         ``evals_to_best`` and ``lower_bound``. After a race ``evals``, ``iterations`` and ``restarts``
         count the probes too, ``start`` is the start whose probe won, and ``probes`` lists each
-        probe's ``start``, ``start_makespan``, ``makespan`` and ``evals``.
+        probe's ``start``, ``start_makespan``, ``makespan`` and ``evals`` (the probes stop at the
+        first one that reaches the lower bound).
 
     Raises:
         ValueError: no budget (both ``max_evals`` and ``seconds`` ``None``) or a bad option.
@@ -273,6 +274,8 @@ def _race(
         )
         probes.append((start, probe, used, began))
         used += probe.info["evals"]
+        if probe.info["stopped"] == "lower_bound":  # optimal: the other starts cannot do better
+            break
     start, winner, offset, winner_began = min(probes, key=lambda row: row[1].makespan)  # ties: the earlier start
     began = time.perf_counter() - started
     rest = local_search(

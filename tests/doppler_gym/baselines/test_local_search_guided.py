@@ -107,6 +107,10 @@ def test_a_race_from_a_start_at_the_bound_stops_there():
     raced = baselines.local_search(graph, topo, RAW, max_evals=5000, seconds=None, starts=[worst, best.assignment],
                                    probe_share=0.1)
     assert raced.makespan == best.makespan and raced.info["stopped"] == "lower_bound"
+    early = baselines.local_search(graph, topo, RAW, max_evals=5000, seconds=None,
+                                   starts=[best.assignment, worst], probe_share=0.1)
+    assert [p["start"] for p in early.info["probes"]] == ["starts[0]"]  # no probe after one at the bound
+    assert early.makespan == best.makespan
 
 
 def test_one_start_or_a_zero_probe_share_is_no_race():
