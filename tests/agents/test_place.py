@@ -137,11 +137,14 @@ def test_place_command_writes_a_placement_that_resimulates_under_the_default_con
     assert "makespan" in capsys.readouterr().out
 
 
-def test_place_command_search_on_a_workload_with_params(tmp_path):
+def test_place_command_search_on_a_workload_with_params(tmp_path, capsys):
     out = tmp_path / "s.json"
     assert main(["place", "random", "--param", "n_ops=25", "--param", "levels=4", "--topology", "p100x4",
                  "--search-seconds", "1", "--samples", "2", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert f"search from   {data['info']['start']}" in printed and f"{data['info']['evals']:,} evaluations" in printed
+    assert ("raced" in printed) == data["info"]["raced"]
     g = dg.workloads.make("random", n_ops=25, levels=4)
     assert data["method"] == "search" and data["n_devices"] == 4
     assert data["makespan"] == resimulate(g, "p100x4", data["assignment"], data["order"])
