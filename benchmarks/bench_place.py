@@ -52,7 +52,6 @@ import time
 import warnings
 from math import nan
 from pathlib import Path
-from types import SimpleNamespace
 
 from scipy.stats import gmean
 
@@ -332,10 +331,13 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
                          "beyond_noise": verdict,
                          "headroom": float(best[key] / plain.mean()) if best and key in best else None})
             ratios.append(ratio)
-        ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
-                       random_state=0).confidence_interval if len(ratios) > 1 else SimpleNamespace(low=nan, high=nan)
+        ci95 = [nan, nan]  # the bootstrap needs two instances or more
+        if len(ratios) > 1:
+            ci = bootstrap((np.array(ratios),), gmean, n_resamples=10_000, confidence_level=0.95,
+                           random_state=0).confidence_interval
+            ci95 = [float(ci.low), float(ci.high)]
         rooms = [r["headroom"] for r in rows if r["headroom"] is not None]
-        out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": [float(ci.low), float(ci.high)],
+        out[budget] = {"rows": rows, "gmean": float(gmean(ratios)), "ci95": ci95,
                        "headroom_gmean": float(gmean(rooms)) if rooms else None}
     return out
 

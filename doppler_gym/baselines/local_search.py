@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -119,60 +120,84 @@ def local_search(
     proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
     candidates = _start_placements(graph, topology, config, starts, seed)
     _check_probe_share(probe_share, len(candidates))
+    searcher = _Searcher(graph, topology, config, makespan_lower_bound(graph, topology, config),
+                         _move_tables(graph), batch_size, patience, kick, temperature, block_max, proposal,
+                         float(proposal_share))
     if probe_share > 0 and len(candidates) > 1:
-        options = dict(batch_size=batch_size, patience=patience, kick=kick, temperature=temperature,
-                       block_max=block_max, proposal=proposal, proposal_share=proposal_share)
-        return _race(graph, topology, config, candidates, seed, max_evals, seconds, float(probe_share), started,
-                     options)
-    rng = np.random.default_rng(seed)
-    start = min(candidates, key=lambda p: p.makespan)
-    order = start.order
-    prio = queue_priorities(order, config)
-    n, d = graph.n_ops, topology.n_devices
-    bound = makespan_lower_bound(graph, topology, config)
-    moves = _Moves(graph, d, block_max, rng, proposal, float(proposal_share))
+        return _race(searcher, candidates, seed, max_evals, seconds, float(probe_share), started)
+    return searcher.run(min(candidates, key=lambda p: p.makespan), seed, max_evals, seconds, started)
 
-    current, cost = start.assignment.copy(), start.makespan
-    best, best_cost = current.copy(), cost
-    evals = iterations = restarts = stall = 0
-    evals_to_best, seconds_to_best = 0, time.perf_counter() - started
-    stopped = "lower_bound"
-    while not reaches_bound(best_cost, bound, config):
-        if max_evals is not None and evals >= max_evals:
-            stopped = "max_evals"
-            break
-        if seconds is not None and time.perf_counter() - started >= seconds:
-            stopped = "seconds"
-            break
-        if n == 0 or d == 1:
-            stopped = "no_moves"
-            break
-        size = batch_size if max_evals is None else min(batch_size, max_evals - evals)
-        batch = moves.neighbours(current, size)
-        scores = simulate_batch(graph, batch, topology, priorities=prio, config=config)
-        evals += size
-        iterations += 1
-        k = int(np.lexsort((rng.random(size), scores))[0])
-        stall += 1
-        if scores[k] < best_cost:
-            best, best_cost, stall = batch[k].copy(), float(scores[k]), 0
-            evals_to_best, seconds_to_best = evals, time.perf_counter() - started
-        if scores[k] <= cost or rng.random() < np.exp(-(scores[k] - cost) / (temperature * best_cost)):
-            current, cost = batch[k].copy(), float(scores[k])
-        if stall >= patience:
-            current = best.copy()
-            for _ in range(kick):
-                current = moves.neighbours(current, 1)[0]
-            cost = simulate(graph, current, topology, priorities=prio, config=config).makespan
-            evals += 1
-            restarts += 1
-            stall = 0
-    info = {
-        "seed": seed, "evals": evals, "iterations": iterations, "restarts": restarts, "start": start.name,
-        "start_makespan": start.makespan, "stopped": stopped, "evals_to_best": evals_to_best,
-        "seconds_to_best": seconds_to_best, "lower_bound": bound,
-    }
-    return finish("local_search", graph, topology, config, best, order, started, info)
+
+@dataclass(frozen=True)
+class _Searcher:
+    """What every search from one start shares: the instance, its lower bound, the move tables
+    (:func:`_move_tables`, built once per :func:`local_search` call) and the options."""
+
+    graph: DataflowGraph
+    topology: Topology
+    config: SimConfig
+    bound: float
+    tables: tuple[np.ndarray, np.ndarray, int]
+    batch_size: int
+    patience: int
+    kick: int
+    temperature: float
+    block_max: int
+    proposal: np.ndarray | None
+    proposal_share: float
+
+    def run(self, start: Placement, seed: int, max_evals: int | None, seconds: float | None,
+            started: float) -> Placement:
+        """The search from ``start`` (module docstring); ``seconds`` count from ``started``
+        (``time.perf_counter()``)."""
+        graph, topology, config, bound = self.graph, self.topology, self.config, self.bound
+        rng = np.random.default_rng(seed)
+        order = start.order
+        prio = queue_priorities(order, config)
+        n, d = graph.n_ops, topology.n_devices
+        moves = _Moves(graph, d, self.block_max, rng, self.proposal, self.proposal_share, self.tables)
+
+        current, cost = start.assignment.copy(), start.makespan
+        best, best_cost = current.copy(), cost
+        evals = iterations = restarts = stall = 0
+        evals_to_best, seconds_to_best = 0, time.perf_counter() - started
+        stopped = "lower_bound"
+        while not reaches_bound(best_cost, bound, config):
+            if max_evals is not None and evals >= max_evals:
+                stopped = "max_evals"
+                break
+            if seconds is not None and time.perf_counter() - started >= seconds:
+                stopped = "seconds"
+                break
+            if n == 0 or d == 1:
+                stopped = "no_moves"
+                break
+            size = self.batch_size if max_evals is None else min(self.batch_size, max_evals - evals)
+            batch = moves.neighbours(current, size)
+            scores = simulate_batch(graph, batch, topology, priorities=prio, config=config)
+            evals += size
+            iterations += 1
+            k = int(np.lexsort((rng.random(size), scores))[0])
+            stall += 1
+            if scores[k] < best_cost:
+                best, best_cost, stall = batch[k].copy(), float(scores[k]), 0
+                evals_to_best, seconds_to_best = evals, time.perf_counter() - started
+            if scores[k] <= cost or rng.random() < np.exp(-(scores[k] - cost) / (self.temperature * best_cost)):
+                current, cost = batch[k].copy(), float(scores[k])
+            if stall >= self.patience:
+                current = best.copy()
+                for _ in range(self.kick):
+                    current = moves.neighbours(current, 1)[0]
+                cost = simulate(graph, current, topology, priorities=prio, config=config).makespan
+                evals += 1
+                restarts += 1
+                stall = 0
+        info = {
+            "seed": seed, "evals": evals, "iterations": iterations, "restarts": restarts, "start": start.name,
+            "start_makespan": start.makespan, "stopped": stopped, "evals_to_best": evals_to_best,
+            "seconds_to_best": seconds_to_best, "lower_bound": bound,
+        }
+        return finish("local_search", graph, topology, config, best, order, started, info)
 
 
 def _check_options(
@@ -259,43 +284,40 @@ def _child_seed(seed: int, index: int) -> int:
 
 
 def _race(
-    graph: DataflowGraph, topology: Topology, config: SimConfig, candidates: list[Placement], seed: int,
-    max_evals: int | None, seconds: float | None, probe_share: float, started: float, options: dict,
+    searcher: _Searcher, candidates: list[Placement], seed: int, max_evals: int | None, seconds: float | None,
+    probe_share: float, started: float,
 ) -> Placement:
     """Race the start placements (module docstring): a probe search from each with ``probe_share``
     of the budget, then the search from the best probe's placement with what is left."""
     probes, used = [], 0
     for i, start in enumerate(candidates):
-        began = time.perf_counter() - started
-        probe = local_search(
-            graph, topology, config, seed=_child_seed(seed, i), starts=[start],
-            max_evals=None if max_evals is None else max(1, int(probe_share * max_evals)),
-            seconds=None if seconds is None else probe_share * seconds, **options,
-        )
-        probes.append((start, probe, used, began))
+        began = time.perf_counter()
+        probe = searcher.run(start, _child_seed(seed, i),
+                             None if max_evals is None else max(1, int(probe_share * max_evals)),
+                             None if seconds is None else probe_share * seconds, began)
+        probes.append((start, probe, used, began - started))
         used += probe.info["evals"]
         if probe.info["stopped"] == "lower_bound":  # optimal: the other starts cannot do better
             break
     start, winner, offset, winner_began = min(probes, key=lambda row: row[1].makespan)  # ties: the earlier start
-    began = time.perf_counter() - started
-    rest = local_search(
-        graph, topology, config, seed=_child_seed(seed, len(candidates)), starts=[winner],
-        max_evals=None if max_evals is None else max(0, max_evals - used),
-        seconds=None if seconds is None else max(0.0, seconds - (time.perf_counter() - started)), **options,
-    )
+    began = time.perf_counter()
+    rest = searcher.run(winner, _child_seed(seed, len(candidates)),
+                        None if max_evals is None else max(0, max_evals - used),
+                        None if seconds is None else max(0.0, seconds - (began - started)), began)
     best, improved = (rest, True) if rest.makespan < winner.makespan else (winner, False)
     info = dict(best.info)
     for key in ("evals", "iterations", "restarts"):
         info[key] = sum(p.info[key] for _, p, _, _ in probes) + rest.info[key]
     if improved:
-        to_best = (used + rest.info["evals_to_best"], began + rest.info["seconds_to_best"])
+        to_best = (used + rest.info["evals_to_best"], began - started + rest.info["seconds_to_best"])
     else:
         to_best = (offset + winner.info["evals_to_best"], winner_began + winner.info["seconds_to_best"])
     info.update(seed=seed, start=start.name, start_makespan=start.makespan, stopped=rest.info["stopped"],
                 evals_to_best=to_best[0], seconds_to_best=to_best[1],
                 probes=[{"start": s.name, "start_makespan": s.makespan, "makespan": p.makespan,
                          "evals": p.info["evals"]} for s, p, _, _ in probes])
-    return finish("local_search", graph, topology, config, best.assignment, start.order, started, info)
+    return finish("local_search", searcher.graph, searcher.topology, searcher.config, best.assignment, start.order,
+                  started, info)
 
 
 class _Moves:
@@ -304,20 +326,14 @@ class _Moves:
     def __init__(
         self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator,
         proposal: np.ndarray | None = None, proposal_share: float = 0.0,
+        tables: tuple[np.ndarray, np.ndarray, int] | None = None,
     ) -> None:
         self.n, self.d, self.rng = graph.n_ops, n_devices, rng
         self.proposal = proposal
         self.proposal_share = proposal_share if proposal is not None else 0.0
         self.block_max = min(block_max, max(graph.n_ops, 2))
-        self.pos = np.empty(graph.n_ops, dtype=np.int64)
-        self.pos[topological_order(graph)] = np.arange(graph.n_ops)
-        groups = _groups(graph)
-        width = max((len(g) for g in groups), default=1)
-        self.groups = np.full((max(len(groups), 1), width), -1, dtype=np.int64)  # (G, width), -1 = padding
-        for i, g in enumerate(groups):
-            self.groups[i, : len(g)] = g
-        self.n_groups = len(groups)
-        self.kinds = np.array([0, 1, 2, 3] if groups else [0, 1, 3])  # the group move needs groups
+        self.pos, self.groups, self.n_groups = tables if tables is not None else _move_tables(graph)
+        self.kinds = np.array([0, 1, 2, 3] if self.n_groups else [0, 1, 3])  # the group move needs groups
 
     def neighbours(self, x: np.ndarray, size: int) -> np.ndarray:
         """``(size, n_ops) int64``: ``size`` random neighbours of ``x``."""
@@ -357,6 +373,20 @@ class _Moves:
             u = rng.random(r.size) * cum[:, -1]
             out[r, i[r]] = np.minimum((cum <= u[:, None]).sum(1), d - 1)
         return out
+
+
+def _move_tables(graph: DataflowGraph) -> tuple[np.ndarray, np.ndarray, int]:
+    """What the moves look up (``O(n_ops + n_edges)`` to build): ``pos``, the ``(n_ops,)`` position
+    of each op in ``topological_order``; ``groups``, the ``(G, width)`` op sets of :func:`_groups`
+    padded with -1 (one row of -1 when there are none); and ``G``."""
+    pos = np.empty(graph.n_ops, dtype=np.int64)
+    pos[topological_order(graph)] = np.arange(graph.n_ops)
+    groups = _groups(graph)
+    width = max((len(g) for g in groups), default=1)
+    table = np.full((max(len(groups), 1), width), -1, dtype=np.int64)
+    for i, g in enumerate(groups):
+        table[i, : len(g)] = g
+    return pos, table, len(groups)
 
 
 def _groups(graph: DataflowGraph) -> list[np.ndarray]:
