@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train DOPPLER's dual SEL/PLC policy on one graph or a mix (GRAPH = mix): il = imitation "
         "(DAgger) of a teacher, sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. The default "
         "recipe (--recipe best) imitates a local-search placement of each graph with a policy that corrects a "
-        "list-scheduling prior (op-identity and structural inputs), then runs a gentle PPO; --recipe doppler is "
+        "list-scheduling prior (op-identity and structural inputs), then runs a gentle PPO anchored to the "
+        "teacher (--set rl_anchor_coef=0 frees it); --recipe doppler is "
         "the published recipe (critical-path teacher). Writes "
         "DIR/checkpoint.pt (resumable), DIR/policy_<stage>.pt, DIR/metrics.jsonl, DIR/tb/ (TensorBoard), "
         "DIR/summary.json and DIR/gantt.png, and prints the learned placement against the baselines.",
@@ -34,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", choices=("best", "doppler"), default="best",
                    help="defaults of the teacher, policy inputs and RL settings: best (default: the best measured "
                    "recipe: a local-search teacher per graph, the heuristic prior, op-identity and structural GNN "
-                   "inputs, PLC affinity, gentle PPO) or doppler (the published recipe: critical-path teacher, "
-                   "rl_lr 1e-3); explicit flags win")
+                   "inputs, PLC affinity, gentle PPO anchored to the teacher) or doppler (the published recipe: "
+                   "critical-path teacher, rl_lr 1e-3, no anchor); explicit flags win")
     p.add_argument("--learn", choices=("both", "sel", "plc"), default="both",
                    help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
                    "plc (the teacher selects): the paper's ablations")

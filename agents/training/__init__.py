@@ -28,6 +28,8 @@ Stages (DOPPLER paper §4):
    moving-average baseline (or, ``reinforce_baseline="batch"``, the leave-one-out mean of the
    update's episodes), on sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
    ``rl_lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
+   With ``rl_anchor_coef > 0`` (recipe ``best``) each update is followed by behaviour-cloning steps
+   on the teacher's episodes (:mod:`agents.training.anchor`), so RL keeps the imitated placement.
 3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
    with the same observation layout works, e.g. ``Doppler-Sim-v0`` in the tests).
 

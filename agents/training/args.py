@@ -33,13 +33,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     # affinity term, and a gentle RL stage that keeps
     # the imitated placement (rl_lr 1e-3 lost it within a few PPO updates)
     "best": {"il_teacher": "search", "rl_lr": 1e-4, "rl_lr_final": 1e-5, "target_kl": 0.01,
-             "policy_kwargs": BEST_POLICY_KWARGS},
+             "rl_anchor_coef": 1.0, "policy_kwargs": BEST_POLICY_KWARGS},
     # DOPPLER as published: imitation of the critical-path heuristic, then RL
     "doppler": {"il_teacher": "critical_path", "rl_lr": 1e-3, "rl_lr_final": 1e-4, "target_kl": 0.05,
-                "policy_kwargs": {}},
+                "rl_anchor_coef": 0.0, "policy_kwargs": {}},
 }
-RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "policy_kwargs", "il_teacher_evals",
-                 "il_teacher_restarts")
+RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "rl_anchor_coef", "policy_kwargs",
+                 "il_teacher_evals", "il_teacher_restarts")
 TEACHER_EVALS = {"one": 200_000, "mix": 20_000}  # the search teacher's evaluations: one graph, per graph of a mix
 # independent restarts of the search teacher (il_teacher_evals / 4 evaluations each) beside its main run:
 # one local search ends in one of several basins by luck (docs/results/train_default.md), the best of many
@@ -195,6 +195,15 @@ class TrainArgs:
     target_kl: Any = RECIPE
     """PPO early stop of an update's epochs (protects the imitation weights); None = off (recipe
     ``best``: 0.01, ``doppler``: 0.05)."""
+    rl_anchor_coef: Any = RECIPE
+    """Weight of the imitation anchor of the RL stages (:mod:`agents.training.anchor`): after each
+    update, ``rl_anchor_updates`` steps of this times the imitation loss on the teacher's episodes
+    keep the imitated placement likely (recipe ``best``: 1.0, ``doppler``: 0 = off, so RL may leave
+    the critical-path teacher)."""
+    rl_anchor_updates: int = 8
+    """Gradient steps of the anchor per RL update (``il_batch_size`` teacher states each)."""
+    rl_anchor_episodes: int = 8
+    """Teacher episodes whose states the anchor imitates (collected at each RL stage's start)."""
     reinforce_baseline: str = "ema"
     """REINFORCE's baseline: ``ema`` (the paper's: a moving average of past batches' returns) or
     ``batch`` (leave-one-out: each episode's return minus the mean of the other episodes of its batch,
@@ -319,7 +328,14 @@ class TrainArgs:
         if self.algo == "reinforce" and self.reinforce_baseline == "batch" and self.episodes_per_update < 2:
             raise ValueError("reinforce_baseline='batch' compares the episodes of one update: give "
                              f"episodes_per_update >= 2 (got {self.episodes_per_update})")
-        for name in ("il_envs", "il_batch_size", "il_buffer_size", "episodes_per_update", "ppo_epochs"):
+        if isinstance(self.rl_anchor_coef, bool) or not isinstance(self.rl_anchor_coef, (int, float)) \
+                or not self.rl_anchor_coef >= 0:
+            raise ValueError(f"rl_anchor_coef must be a number >= 0 (0 = no imitation anchor), "
+                             f"got {self.rl_anchor_coef!r}")
+        if self.rl_anchor_updates < 0:
+            raise ValueError(f"rl_anchor_updates must be >= 0 (0 = no imitation anchor), got {self.rl_anchor_updates}")
+        for name in ("il_envs", "il_batch_size", "il_buffer_size", "episodes_per_update", "ppo_epochs",
+                     "rl_anchor_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.il_label_smoothing < 1:

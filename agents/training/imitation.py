@@ -7,6 +7,7 @@ import math
 import time
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -57,6 +58,21 @@ def imitation_loss(
     return loss, {"cross_entropy": float(ce.detach()), "entropy": float(entropy.detach()), "accuracy": float(acc)}
 
 
+def teacher_envs(ctx: TrainContext, n: int) -> list[gym.Env]:
+    """``n`` simulator envs whose ``teacher_mask`` is ``args.il_teacher``'s: the critical-path
+    teacher of the env itself, or the search placement of the graph (one target per drawn graph
+    of a mix, cached; :mod:`agents.training.teacher`)."""
+    args = ctx.args
+    envs = [make_stage_env(args, ctx.inst, "il") for _ in range(n)]
+    if args.il_teacher == "search" and ctx.inst.mix is not None:  # a target per drawn graph, cached
+        targets = ctx.search_targets()
+        return [SearchTeacher(e, targets) for e in envs]
+    if args.il_teacher == "search":
+        teacher = ctx.search_teacher()
+        return [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
+    return envs
+
+
 class ImitationStage(Stage):
     """Stage 1: DAgger on the teacher's action sets (``args.il_teacher``; see :mod:`agents.training`)."""
 
@@ -64,14 +80,7 @@ class ImitationStage(Stage):
 
     def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
         args = ctx.args
-        envs = [make_stage_env(args, ctx.inst, "il") for _ in range(args.il_envs)]
-        if args.il_teacher == "search" and ctx.inst.mix is not None:  # a target per drawn graph, cached
-            targets = ctx.search_targets()
-            envs = [SearchTeacher(e, targets) for e in envs]
-        elif args.il_teacher == "search":
-            teacher = ctx.search_teacher()
-            envs = [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
-        self.envs = envs
+        self.envs = envs = teacher_envs(ctx, args.il_envs)
         self.buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
         self.optimizer = torch.optim.Adam(ctx.policy.parameters(), lr=args.il_lr)
         if resumed is not None:

@@ -1,4 +1,5 @@
-"""Stages 2 and 3: MaskablePPO or REINFORCE in the simulator or on the real system."""
+"""Stages 2 and 3: MaskablePPO or REINFORCE in the simulator or on the real system, each update
+followed by the imitation anchor's steps where one is set (:mod:`agents.training.anchor`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agents.training.anchor import make_anchor
 from agents.training.context import Stage, TrainContext
 from agents.training.instance import make_stage_env
 from agents.training.metrics import StageBar
@@ -77,6 +79,7 @@ class PPOStage(Stage):
             model.n_updates = int(prog.extra.get("n_updates", 0))
         ctx.policy = model.policy
         self.model = model
+        self.anchor = make_anchor(ctx)
 
     def state(self) -> dict[str, Any]:
         return {"optimizer_state": self.model.policy.optimizer.state_dict()}
@@ -93,11 +96,13 @@ class PPOStage(Stage):
             before = prog.episodes
             model.learn(total_timesteps=self.n_steps, callback=callback, reset_num_timesteps=False,
                         progress_bar=False)
+            stats = {k.split("/")[1]: float(v) for k, v in model.logger.name_to_value.items()
+                     if k.startswith("train/")}
+            if self.anchor is not None:
+                stats.update(self.anchor.update(model.policy, model.policy.optimizer, ctx.rng))
             prog.updates += 1
             prog.extra.update(num_timesteps=int(model.num_timesteps), n_updates=model.n_updates)
             prog.seconds += time.perf_counter() - t0
-            stats = {k.split("/")[1]: float(v) for k, v in model.logger.name_to_value.items()
-                     if k.startswith("train/")}
             if "entropy_loss" in stats:
                 stats["entropy"] = -stats.pop("entropy_loss")
             stats.pop("learning_rate", None)
@@ -147,6 +152,7 @@ class ReinforceStage(Stage):
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=args.rl_lr)
         if resumed is not None and resumed.get("optimizer_state"):
             self.optimizer.load_state_dict(resumed["optimizer_state"])
+        self.anchor = make_anchor(ctx)
 
     def state(self) -> dict[str, Any]:
         return {"optimizer_state": self.optimizer.state_dict()}
@@ -187,6 +193,7 @@ class ReinforceStage(Stage):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
             optimizer.step()
+            anchor_stats = self.anchor.update(policy, optimizer, ctx.rng) if self.anchor is not None else {}
             d = args.reinforce_baseline_decay
             prog.extra["baseline"] = d * baseline + (1 - d) * float(totals.mean())
             prog.updates += 1
@@ -194,7 +201,7 @@ class ReinforceStage(Stage):
             for ep in episodes:
                 ctx.episode_done(stage, ep.info)
             ctx.log.write("update", stage, prog.updates, loss=float(loss.detach()),
-                          entropy=float(entropy.detach()), baseline=baseline, lr=ctx.rl_lr(stage))
+                          entropy=float(entropy.detach()), baseline=baseline, lr=ctx.rl_lr(stage), **anchor_stats)
             bar.update(prog, len(episodes), best=prog.best_makespan)
             ctx.maybe_checkpoint(stage)
         bar.close()

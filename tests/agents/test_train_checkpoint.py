@@ -168,13 +168,14 @@ def _rows(out) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "time"} for r in read_metrics(out)]
 
 
-@pytest.mark.parametrize("algo", ["ppo", "reinforce"])
-def test_an_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, algo) -> None:
+@pytest.mark.parametrize(("algo", "anchor"), [("ppo", 0.0), ("reinforce", 0.0), ("ppo", 1.0)])
+def test_an_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, algo, anchor) -> None:
     """Same seed and episode counts: the same metrics (every episode's makespan, every update's loss,
     every evaluation), the same final weights and placement, whether or not the run was cut in
-    imitation and again in RL (the resumed stages continue the optimizer, buffer and RNG states)."""
+    imitation and again in RL (the resumed stages continue the optimizer, buffer and RNG states, and
+    rebuild the imitation anchor's teacher states)."""
     kw = {"stages": ("il", "sim"), "il_episodes": 4, "il_envs": 2, "sim_episodes": 4, "episodes_per_update": 2,
-          "eval_every_episodes": 2, "algo": algo}
+          "eval_every_episodes": 2, "algo": algo, "rl_anchor_coef": anchor}
     whole = Trainer(small_args(tmp_path / "whole", **kw))
     expected = whole.run()
     parts = tmp_path / "parts"
