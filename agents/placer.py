@@ -8,7 +8,8 @@ search:
 1. decode the greedy placement and compute the usual heuristic starts (critical path, HEFT, round
    robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`;
 2. decode ``samples`` sampled placements (one lockstep decode; by default as many as a fifth of
-   the budget allows, none when the greedy decode is over 10% worse than the best heuristic);
+   the budget allows, none when the greedy decode is worse than the best heuristic: samples of a
+   policy whose greedy decode loses rarely win, and on large graphs they cost much of the budget);
 3. run :func:`~doppler_gym.baselines.local_search` for the rest of the budget. When the best decode
    is within 10% of the best heuristic start, the two starts race (``probe_share``, default 0.1 of
    the budget each): the placement with the lower makespan is not always the better start for a
@@ -41,7 +42,9 @@ from doppler_gym.topology.types import Topology
 DEFAULT_DEVICES = 4
 SAMPLE_OPS = 40_000  # default samples: at most min(MAX_SAMPLES, SAMPLE_OPS // n_ops) (decode time ~ K n)
 MAX_SAMPLES = 16
-SAMPLE_GAP = 1.1  # default: no sampled decodes when the greedy one is over 10% worse than the best heuristic
+SAMPLE_GAP = 1.0  # default: no sampled decodes when the greedy one is worse than the best heuristic (1.1 until
+# 2026-12-02: on validation graphs of 2,000-4,000 ops, 1.0 was 0.6% better at 5 s; docs/results/bench_place.md)
+RACE_GAP = 1.1  # the best decode races the best heuristic when it is at most 10% worse than it
 PROBE_SHARE = 0.1  # default share of the budget of each raced start's probe (docs/results/bench_place.md)
 PROPOSAL_SHARE = 0.0  # default share of the search's moves drawn from the policy's PLC probabilities: 0,
 # since the heuristic-prior policy's proposal led the search to worse placements (docs/results/bench_place.md)
@@ -143,6 +146,7 @@ def place(
     params: dict[str, object] | None = None,
     proposal_share: float = PROPOSAL_SHARE,
     probe_share: float = PROBE_SHARE,
+    sample_gap: float = SAMPLE_GAP,
 ) -> PlaceResult:
     """Place ``graph`` with a learned policy (module docstring).
 
@@ -169,6 +173,9 @@ def place(
             probabilities when that decode races (default 0: plain moves).
         probe_share: share of the budget each of the two raced starts' probes gets (0 < share < 0.5;
             module docstring); 0: the search starts from the better of the two.
+        sample_gap: with ``samples=None``, no sampled decodes when the greedy decode's makespan is over
+            ``sample_gap`` times the best heuristic's (default 1.0: only a greedy decode at least as
+            good as every heuristic earns samples).
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
@@ -188,6 +195,8 @@ def place(
     if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float, np.floating)) \
             or not 0.0 <= probe_share < 0.5:
         raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
+    if isinstance(sample_gap, bool) or not isinstance(sample_gap, (int, float, np.floating)) or not sample_gap > 0:
+        raise ValueError(f"sample_gap must be a number > 0, got {sample_gap!r}")
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -205,11 +214,12 @@ def place(
         heuristics = default_starts(g, topo, config, seed)
         greedy_ms = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started).makespan
         if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent),
-            # and none when the greedy decode is over SAMPLE_GAP worse than the best heuristic: then
+            # and none when the greedy decode is over sample_gap times the best heuristic's makespan: then
             # the policy is no guide on this instance and the time goes to the search
-            per_episode = max(greedy.seconds, 1e-3)
-            samples = max(0, min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops, int(0.2 * search_seconds / per_episode)))
-            if greedy_ms > SAMPLE_GAP * min(p.makespan for p in heuristics):
+            samples = min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)
+            if not np.isinf(search_seconds):  # an unbounded time (with max_evals) has no fifth to respect
+                samples = min(samples, int(0.2 * search_seconds / max(greedy.seconds, 1e-3)))
+            if greedy_ms > sample_gap * min(p.makespan for p in heuristics):
                 samples = 0
         if samples:
             sampled = decoder.run(samples=int(samples), greedy=False, seed=seed)
@@ -227,9 +237,9 @@ def place(
         method = "greedy"
     else:
         best_heuristic = min(heuristics, key=lambda p: p.makespan)
-        # the decode races the best heuristic only when it is within SAMPLE_GAP of it: otherwise the
+        # the decode races the best heuristic only when it is within RACE_GAP of it: otherwise the
         # policy is no guide on this instance and the search is plain local_search
-        race = decoded[best_row].makespan <= SAMPLE_GAP * best_heuristic.makespan
+        race = decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
         starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
         d_best, r_best = rows[best_row]
         probs = d_best.plc_probs[r_best] if race and proposal_share > 0 else None

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="0 (default): the policy's greedy decode; S > 0: policy-guided search within S seconds "
                    "of wall clock in total")
     p.add_argument("--samples", type=int, metavar="K",
-                   help="sampled decodes used as search starts (default min(16, 40000 / ops))")
+                   help="sampled decodes used as search starts (default: min(16, 40000 / ops) within a fifth of "
+                   "the budget, none when the greedy decode is worse than the best heuristic)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled decodes and the search (default 0)")
     p.add_argument("--json", metavar="OUT", help="write the placement and its figures to this JSON file")
     p.set_defaults(func=run)

@@ -49,10 +49,13 @@ HELD_OUT = {
 
 
 def train_command(minutes: float, out: str, seed: int, pool: int, evals: int, stages: str = "sim") -> list[str]:
-    """The ``doppler train`` command line of the shipped policy."""
+    """The ``doppler train`` command line of the shipped policy (PPO from the heuristic prior, without the
+    imitation anchor the ``best`` recipe has had since commit 67df7ed: the shipped policy was trained before it,
+    at the commit ``pretrained.json`` records, and this command keeps training the same way)."""
     return ["doppler", "train", "mix", "--stages", stages, "--graph-mix", *TRAIN_MIX, "--graph-eval", *EVAL,
             "--topology-mix", *TOPOLOGIES, "--devices", "4", "--mix-pool", str(pool),
-            "--set", f"il_teacher_evals={evals}", "--budget-minutes", f"{minutes:g}", "--seed", str(seed),
+            "--set", f"il_teacher_evals={evals}", "--set", "rl_anchor_coef=0",
+            "--budget-minutes", f"{minutes:g}", "--seed", str(seed),
             "--out", out, "--no-progress", "--baseline-seconds", "2", "--sample-decodes", "8",
             "--policy-kwargs", json.dumps(POLICY_KWARGS, separators=(",", ":"))]
 

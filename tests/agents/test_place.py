@@ -109,12 +109,30 @@ def test_a_decode_far_worse_than_the_heuristics_does_not_race(graph):
     assert r.makespan == plain.makespan
 
 
+def test_default_samples_only_when_the_greedy_decode_beats_the_best_heuristic(graph):
+    """samples=None: min(16, 40000 // n_ops) sampled decodes under an unbounded time when the greedy
+    decode is at most the best heuristic's makespan, none when it is worse."""
+    strong = dg.workloads.make("random", n_ops=120, levels=12, seed=5)  # the shipped policy beats HEFT here
+    kw = dict(search_seconds=float("inf"), max_evals=300, seed=2, reference=False)
+    r = place(strong, topology="p100x4", **kw)
+    assert r.info["greedy_makespan"] <= min(r.info["heuristic_starts"].values())
+    assert r.info["samples"] == min(16, 40_000 // strong.n_ops)
+    weak = place(graph, devices=3, policy=sharp_policy(make_env(graph=graph, topology=3), seed=1), **kw)
+    assert weak.info["greedy_makespan"] > min(weak.info["heuristic_starts"].values())
+    assert weak.info["samples"] == 0 and weak.info["best_decode_makespan"] == weak.info["greedy_makespan"]
+    gap = weak.info["greedy_makespan"] / min(weak.info["heuristic_starts"].values()) * (1 + 1e-9)
+    looser = place(graph, devices=3, policy=sharp_policy(make_env(graph=graph, topology=3), seed=1), **kw,
+                   sample_gap=gap)  # the greedy decode is just within the gap: samples again
+    assert looser.info["samples"] == min(16, 40_000 // graph.n_ops)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"devices": 2, "topology": "p100x4"}, ValueError, "not both"),
     ({"search_seconds": -1.0}, ValueError, "search_seconds"),
     ({"seed": -3}, ValueError, "seed"),
     ({"proposal_share": 1.5}, ValueError, "proposal_share"),
     ({"probe_share": 0.5}, ValueError, "probe_share"),
+    ({"sample_gap": 0.0}, ValueError, "sample_gap"),
     ({"policy": 3}, TypeError, "policy must be"),
 ])
 def test_place_argument_errors(graph, policy, kwargs, error, match):
