@@ -16,15 +16,19 @@ TINY_FFNN = {"batch": 16, "d_in": 16, "hidden": 16, "layers": 2, "blocks": 1}
 CPU_WORKERS = {"devices": "cpu:2", "repeats": 1, "warmup": 0, "calibration_reps": 2, "timeout_s": 60.0}
 
 
-def test_the_real_stage_trains_on_cpu_workers(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("anchor", [0.0, 1.0])
+def test_the_real_stage_trains_on_cpu_workers(tmp_path, capsys, anchor) -> None:
+    """Also with the imitation anchor: its teacher episodes come from the simulator, the RL from the workers."""
     args = TrainArgs(graph="ffnn", graph_params=TINY_FFNN, devices=2, stages=("il", "real"), il_episodes=2,
                      real_episodes=2, episodes_per_update=2, real_env_kwargs=CPU_WORKERS, out=str(tmp_path),
-                     **{**FAST, "il_envs": 2})
+                     rl_anchor_coef=anchor, **{**FAST, "il_envs": 2})
     assert args.real_env_id == "Doppler-Real-v0"
     summary = train(args)
     assert summary["stages"]["real"]["episodes"] == 2 and summary["stages"]["real"]["updates"] == 1
     real = [r for r in read_metrics(tmp_path) if r["kind"] == "episode" and r["stage"] == "real"]
     assert [r["step"] for r in real] == [3, 4]
+    updates = [r for r in read_metrics(tmp_path) if r["kind"] == "update" and r["stage"] == "real"]
+    assert len(updates) == 1 and ("anchor_cross_entropy" in updates[0]) == (anchor > 0)
     for r in real:  # measured runs: wall-clock seconds against the calibrated critical-path reference
         assert 0 < r["makespan"] < 60 and math.isfinite(r["ratio_to_critical_path"])
     measured = summary["real"]  # the final greedy placement, run again on the real system
