@@ -234,13 +234,13 @@ class RankGroup:
         placed = PlacedGraph.build(graph, assignment, self.world)
         same_host = len({h.host for h in self.hellos}) == 1 and self.hellos[0].host == socket.gethostname()
         n_runs = min(len(rep.runs) for rep in replies)
-        from envs_real.distributed.rank import assemble
+        from envs_real.distributed.rank import assemble, root_cause
 
         results = [assemble(placed, [rep.runs[i] for rep in replies], same_host) for i in range(n_runs)]
         failed = any(rep.exiting or (rep.runs and rep.runs[-1].error) for rep in replies)
         if failed:
             if not results or results[-1].ok:  # a rank failed in a run the others did not reach
-                bad = next(rep.runs[-1] for rep in replies if rep.runs and rep.runs[-1].error)
+                bad = root_cause([rep.runs[-1] for rep in replies if rep.runs])
                 res = RunResult(graph.n_ops, graph.n_edges)
                 res.error, res.error_kind, res.failed_op = bad.error, bad.error_kind, bad.failed_op
                 results.append(res)

@@ -384,6 +384,25 @@ class _Run:
                         self.cv.notify_all()
 
 
+# error kinds in the order a run reports them when several ranks fail: a rank's own failure first, then
+# what it causes in the others (a transfer to or from it failing, a missed deadline, the abort)
+CAUSE_ORDER = ("op_failed", "out_of_memory", "invalid", "rank_failed", "timeout", "aborted")
+
+
+def root_cause(runs: list[RankRun]) -> RankRun | None:
+    """The failed run that explains the others (:data:`CAUSE_ORDER`, then the lowest rank), or ``None``.
+
+    When rank 1's op raises, rank 1 reports ``op_failed`` and leaves the run; rank 0, waiting on a
+    transfer from rank 1, may then see its connection reset and report ``rank_failed`` first in rank
+    order. The run's error is rank 1's.
+    """
+    failed = [r for r in runs if r.error is not None]
+    if not failed:
+        return None
+    position = {kind: i for i, kind in enumerate(CAUSE_ORDER)}
+    return min(failed, key=lambda r: position.get(r.error_kind, len(CAUSE_ORDER)))
+
+
 def assemble(placed: PlacedGraph, runs: list[RankRun], same_host: bool) -> Any:
     """Merge the ranks' records of one run into a :class:`envs_real.plan.RunResult`.
 
@@ -418,8 +437,7 @@ def assemble(placed: PlacedGraph, runs: list[RankRun], same_host: bool) -> Any:
             res.edge_start[k] = sent - base[du]
         if arrived is not None:
             res.edge_end[k] = arrived - base[dv]
-    failed = [r for r in runs if r.error is not None]
-    first = next((r for r in failed if r.error_kind != "aborted"), failed[0] if failed else None)
+    first = root_cause(runs)
     if first is not None:
         res.error, res.error_kind, res.failed_op = first.error, first.error_kind, first.failed_op
     else:

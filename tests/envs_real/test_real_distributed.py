@@ -105,6 +105,22 @@ def test_real_env_accepts_gloo_with_the_same_spaces_and_info(workload):
     np.testing.assert_array_equal(infos[0]["assignment"], infos[1]["assignment"])  # same seed, same actions
 
 
+def test_the_run_reports_the_failure_that_explains_the_others():
+    """Rank 1's op raises and rank 1 leaves the run; rank 0's receive from it then fails first in rank
+    order. The run's error is rank 1's own (op_failed), whatever the ranks' order or timing."""
+    from envs_real.distributed.protocol import RankRun
+    from envs_real.distributed.rank import root_cause
+
+    peer = RankRun(error="rank 0: receiving op 21's output from rank 1 failed", error_kind="rank_failed", failed_op=21)
+    own = RankRun(error="rank 1: op 5 failed: injected fault", error_kind="op_failed", failed_op=5)
+    assert root_cause([peer, own]) is own and root_cause([own, peer]) is own
+    aborted, late = RankRun(error="aborted", error_kind="aborted"), RankRun(error="timeout", error_kind="timeout")
+    assert root_cause([aborted, late]) is late
+    first, second = RankRun(error="a", error_kind="rank_failed"), RankRun(error="b", error_kind="rank_failed")
+    assert root_cause([first, second]) is first  # same kind: the lowest rank
+    assert root_cause([RankRun(), RankRun()]) is None
+
+
 def test_topology_must_match_the_rank_count(workload):
     be = RealBackend("gloo:2", repeats=1, warmup=0)
     with pytest.raises(ValueError, match="2 rank"):
