@@ -384,17 +384,19 @@ class _Run:
                         self.cv.notify_all()
 
 
-# error kinds in the order a run reports them when several ranks fail: a rank's own failure first, then
-# what it causes in the others (a transfer to or from it failing, a missed deadline, the abort)
-CAUSE_ORDER = ("op_failed", "out_of_memory", "invalid", "rank_failed", "timeout", "aborted")
+# error kinds in the order a run reports them when several ranks fail: a rank's own failure first (an op
+# raising, running out of memory, invalid input, its deadline passing), then what that causes in the
+# others (a transfer to or from the rank that left failing, "rank_failed"; the abort)
+CAUSE_ORDER = ("op_failed", "out_of_memory", "invalid", "timeout", "rank_failed", "aborted")
 
 
 def root_cause(runs: list[RankRun]) -> RankRun | None:
     """The failed run that explains the others (:data:`CAUSE_ORDER`, then the lowest rank), or ``None``.
 
-    When rank 1's op raises, rank 1 reports ``op_failed`` and leaves the run; rank 0, waiting on a
-    transfer from rank 1, may then see its connection reset and report ``rank_failed`` first in rank
-    order. The run's error is rank 1's.
+    When rank 1's op raises (or its deadline passes), rank 1 reports ``op_failed`` (``timeout``) and
+    leaves the run; rank 0, waiting on a transfer from rank 1, may then see its connection reset and
+    report ``rank_failed`` first in rank order. The run's error is rank 1's. A rank whose process died
+    is ``rank_failed`` too (:class:`~envs_real.distributed.group.RankGroup` sees the exit).
     """
     failed = [r for r in runs if r.error is not None]
     if not failed:

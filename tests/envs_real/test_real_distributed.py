@@ -106,16 +106,17 @@ def test_real_env_accepts_gloo_with_the_same_spaces_and_info(workload):
 
 
 def test_the_run_reports_the_failure_that_explains_the_others():
-    """Rank 1's op raises and rank 1 leaves the run; rank 0's receive from it then fails first in rank
-    order. The run's error is rank 1's own (op_failed), whatever the ranks' order or timing."""
+    """Rank 1's op raises (or its deadline passes) and rank 1 leaves the run; rank 0's receive from it
+    then fails first in rank order. The run's error is rank 1's own, whatever the ranks' timing."""
     from envs_real.distributed.protocol import RankRun
     from envs_real.distributed.rank import root_cause
 
     peer = RankRun(error="rank 0: receiving op 21's output from rank 1 failed", error_kind="rank_failed", failed_op=21)
     own = RankRun(error="rank 1: op 5 failed: injected fault", error_kind="op_failed", failed_op=5)
     assert root_cause([peer, own]) is own and root_cause([own, peer]) is own
-    aborted, late = RankRun(error="aborted", error_kind="aborted"), RankRun(error="timeout", error_kind="timeout")
-    assert root_cause([aborted, late]) is late
+    late = RankRun(error="timeout: rank 1 passed its deadline", error_kind="timeout")
+    assert root_cause([peer, late]) is late  # rank 1's deadline, not rank 0's reset connection
+    assert root_cause([RankRun(error="aborted", error_kind="aborted"), late]) is late
     first, second = RankRun(error="a", error_kind="rank_failed"), RankRun(error="b", error_kind="rank_failed")
     assert root_cause([first, second]) is first  # same kind: the lowest rank
     assert root_cause([RankRun(), RankRun()]) is None
