@@ -210,24 +210,27 @@ def place(
     greedy = decoder.run(greedy=True)
     rows = [(greedy, 0)]
     heuristics: list[Placement] = []
+    greedy_placement: Placement | None = None
     if search:
         heuristics = default_starts(g, topo, config, seed)
-        greedy_ms = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started).makespan
+        greedy_placement = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started)
         if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent),
             # and none when the greedy decode is over sample_gap times the best heuristic's makespan: then
             # the policy is no guide on this instance and the time goes to the search
             samples = min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)
             if not np.isinf(search_seconds):  # an unbounded time (with max_evals) has no fifth to respect
                 samples = min(samples, int(0.2 * search_seconds / max(greedy.seconds, 1e-3)))
-            if greedy_ms > sample_gap * min(p.makespan for p in heuristics):
+            if greedy_placement.makespan > sample_gap * min(p.makespan for p in heuristics):
                 samples = 0
         if samples:
             sampled = decoder.run(samples=int(samples), greedy=False, seed=seed)
             rows += [(sampled, r) for r in range(int(samples))]
     samples = int(samples or 0)
     decode_seconds = time.perf_counter() - started
-    decoded = [finish("greedy" if i == 0 else "sample", g, topo, config, d.assignments[r], d.orders[r], started)
-               for i, (d, r) in enumerate(rows)]
+    if greedy_placement is None:
+        greedy_placement = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started)
+    decoded = [greedy_placement] + [finish("sample", g, topo, config, d.assignments[r], d.orders[r], started)
+                                    for d, r in rows[1:]]
     best_row = min(range(len(decoded)), key=lambda i: (decoded[i].makespan, i))
     info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds,
                             "samples": samples, "greedy_makespan": decoded[0].makespan,

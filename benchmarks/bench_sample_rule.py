@@ -37,6 +37,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
+    from bench_place import build  # this folder is on sys.path when the script runs
 
     import doppler_gym as dg
     from agents.placer import place, resolve_policy
@@ -46,8 +47,7 @@ def main() -> None:
     policy, _ = resolve_policy(None)
     rows = []
     for spec, topo_spec in VALIDATION:
-        name, _, params = spec.partition(":")
-        graph = dg.instances.resolve_graph(name, {k: int(v) for k, v in (p.split("=") for p in params.split(","))})
+        graph = build(spec)
         topo = dg.instances.resolve_topology(topo_spec)
         config = dg.instances.default_config(graph)
         for seed in (int(s) for s in args.seeds.split(",")):
