@@ -39,12 +39,16 @@ RECIPES: dict[str, dict[str, Any]] = {
                 "rl_anchor_coef": 0.0, "policy_kwargs": {}},
 }
 RECIPE_FIELDS = ("il_teacher", "rl_lr", "rl_lr_final", "target_kl", "rl_anchor_coef", "policy_kwargs",
-                 "il_teacher_evals", "il_teacher_restarts")
+                 "il_teacher_evals", "il_teacher_restarts", "il_teacher_batch")
 TEACHER_EVALS = {"one": 200_000, "mix": 20_000}  # the search teacher's evaluations: one graph, per graph of a mix
 # independent restarts of the search teacher (il_teacher_evals / 4 evaluations each) beside its main run:
 # one local search ends in one of several basins by luck (docs/results/train_default.md), the best of many
 # runs does not; none per graph of a mix, where the teacher runs once per drawn graph
 TEACHER_RESTARTS = {"one": 16, "mix": 0}
+# neighbours per step of the search teacher: at a fixed count of evaluations, small batches take more steps
+# and reach the best known basin far more often on one graph (docs/results/train_default.md); on a mix the
+# per-graph search stays at local_search's default (a small batch costs about 3x the wall clock per evaluation)
+TEACHER_BATCH = {"one": 16, "mix": 256}
 
 
 # ============================================================================ arguments
@@ -157,6 +161,9 @@ class TrainArgs:
     simulated neighbours each, their own seeds; the best placement of all runs is the target; fewer on
     graphs over 1,000 ops: :func:`agents.training.teacher.search_placement`); default 16 on one graph,
     0 on a mix."""
+    il_teacher_batch: Any = RECIPE
+    """Simulated neighbours per step of the search teacher's runs (``local_search``'s ``batch_size``);
+    default 16 on one graph, 256 on a mix."""
     il_teacher_cache: int = 512
     """Search targets kept (LRU) on a mix [graphs]."""
     il_vf_coef: float = 0.5
@@ -273,6 +280,7 @@ class TrainArgs:
             values["il_teacher"] = "critical_path"
         values["il_teacher_evals"] = TEACHER_EVALS["mix" if self.graph == MIX else "one"]
         values["il_teacher_restarts"] = TEACHER_RESTARTS["mix" if self.graph == MIX else "one"]
+        values["il_teacher_batch"] = TEACHER_BATCH["mix" if self.graph == MIX else "one"]
         if not (self.policy == "auto" or str(self.policy).endswith("DopplerPolicy")):
             values["policy_kwargs"] = {}  # the recipe's kwargs are DopplerPolicy's
         for name in RECIPE_FIELDS:
@@ -323,6 +331,9 @@ class TrainArgs:
         if isinstance(self.il_teacher_restarts, bool) or not isinstance(self.il_teacher_restarts, int) \
                 or self.il_teacher_restarts < 0:
             raise ValueError(f"il_teacher_restarts must be an integer >= 0, got {self.il_teacher_restarts!r}")
+        if isinstance(self.il_teacher_batch, bool) or not isinstance(self.il_teacher_batch, int) \
+                or self.il_teacher_batch < 1:
+            raise ValueError(f"il_teacher_batch must be an integer >= 1, got {self.il_teacher_batch!r}")
         if self.reinforce_baseline not in ("ema", "batch"):
             raise ValueError(f"reinforce_baseline must be 'ema' or 'batch', got {self.reinforce_baseline!r}")
         if self.algo == "reinforce" and self.reinforce_baseline == "batch" and self.episodes_per_update < 2:

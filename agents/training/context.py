@@ -193,7 +193,7 @@ class TrainContext:
         if not self.teacher:
             inst, args = self.inst, self.args
             self.teacher = search_placement(inst.graph, inst.topology, inst.config, args.il_teacher_evals, args.seed,
-                                            args.il_teacher_restarts)
+                                            args.il_teacher_restarts, batch_size=args.il_teacher_batch)
         return self.teacher
 
     def search_targets(self) -> SearchTargets:
@@ -201,7 +201,8 @@ class TrainContext:
         a resumed run searches again, the same targets since the search is seeded)."""
         if self.targets is None:
             a = self.args
-            self.targets = SearchTargets(a.il_teacher_evals, a.seed, a.il_teacher_cache, a.il_teacher_restarts)
+            self.targets = SearchTargets(a.il_teacher_evals, a.seed, a.il_teacher_cache, a.il_teacher_restarts,
+                                         a.il_teacher_batch)
         return self.targets
 
     # ------------------------------------------------------------------ episodes

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from typing import Any
 
 import gymnasium as gym
+import numba
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -38,6 +39,7 @@ from doppler_gym.envs.observation import PLC
 from doppler_gym.envs.placement import PlacementEnv
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.threads import numba_threads
 from doppler_gym.topology.types import Topology
 
 
@@ -129,16 +131,24 @@ class AssignmentTeacher(gym.Wrapper):
         return mask
 
 
+ONE_THREAD_BATCH = 64  # [rows] batches this small simulate on one Numba thread (search_placement)
 RESTART_OP_EVALS = 16 * 50_000 * 1_000  # [op x evaluations] the restarts' work cap: 16 full restarts up to 1,000 ops
 
 
 def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig, evals: int,
-                     seed: int, restarts: int = 0, restart_op_evals: int = RESTART_OP_EVALS) -> dict[str, Any]:
+                     seed: int, restarts: int = 0, restart_op_evals: int = RESTART_OP_EVALS,
+                     batch_size: int = 256) -> dict[str, Any]:
     """The search teacher's placement of one instance: the best of a local search (``evals``
     simulated neighbours, ``seed``) from the critical-path and HEFT placements and up to ``restarts``
-    independent ones from the same starts (:func:`~doppler_gym.parallel.search.island_search`,
-    ``evals // 4`` neighbours each, seeds drawn from ``seed``). One run ends in one of several basins
-    by luck; the best of several is a far steadier target (``docs/results/train_default.md``).
+    independent ones (:func:`~doppler_gym.parallel.search.island_search`, ``evals // 4`` neighbours
+    each, seeds drawn from ``seed``), each from its own default starts
+    (:func:`~doppler_gym.baselines.local_search.default_starts`: the critical-path placement with the
+    restart's own tie-breaking, HEFT and round robin). One run ends in one of several basins by luck,
+    and the basin depends on the start; the best of several runs from several starts is a far
+    steadier target (``docs/results/train_default.md``). Every
+    run scores ``batch_size`` neighbours per step (``local_search``'s option): a small batch takes more
+    steps for the same evaluations and ends in a good basin more often, at more wall clock per
+    evaluation.
 
     Fewer restarts run on large graphs, so that ``n_ops x`` their evaluations stay within
     ``restart_op_evals`` (a simulation costs about linear time in the ops: the default allows 16 up
@@ -147,29 +157,42 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     every machine.
 
     Returns:
-        ``{"name": "search", "assignment": [n_ops ints], "makespan", "evals", "restarts", "total_evals",
-        "seconds", "interchangeable"}`` (``makespan`` in the config's reported unit; ``evals`` the main
-        run's budget, ``restarts`` the restarts run, ``total_evals`` the neighbours all runs simulated).
+        ``{"name": "search", "assignment": [n_ops ints], "makespan", "evals", "restarts", "batch_size",
+        "total_evals", "seconds", "interchangeable"}`` (``makespan`` in the config's reported unit;
+        ``evals`` the main run's budget, ``restarts`` the restarts run, ``total_evals`` the neighbours
+        all runs simulated).
+
+    Batches of up to :data:`ONE_THREAD_BATCH` rows run on one Numba thread
+    (:func:`~doppler_gym.sim.threads.numba_threads`): the makespans do not depend on it, the wall clock
+    on a shared CPU does.
     """
+    with numba_threads(1 if batch_size <= ONE_THREAD_BATCH else numba.config.NUMBA_NUM_THREADS):
+        return _search_placement(graph, topology, config, evals, seed, restarts, restart_op_evals, batch_size)
+
+
+def _search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig, evals: int, seed: int,
+                      restarts: int, restart_op_evals: int, batch_size: int) -> dict[str, Any]:
     from doppler_gym import baselines
     from doppler_gym.parallel.search import island_search
 
     cp = baselines.run("critical_path", graph, topology, config, seed=seed)
     heft = baselines.run("heft", graph, topology, config)
     found = baselines.run("local_search", graph, topology, config, seed=seed, seconds=None, max_evals=int(evals),
-                          starts=[cp, heft])
+                          starts=[cp, heft], batch_size=batch_size)
     total, seconds = int(found.info["evals"]), found.seconds
     each = max(1, int(evals) // 4)
     restarts = min(int(restarts), int(restart_op_evals) // (max(graph.n_ops, 1) * each))
     if found.info["stopped"] == "lower_bound":  # optimal: no restart can do better
         restarts = 0
     if restarts > 0:
-        more = island_search(graph, topology, config, islands=restarts, max_evals=each, seed=seed, starts=[cp, heft])
+        more = island_search(graph, topology, config, islands=restarts, max_evals=each, seed=seed,
+                             batch_size=batch_size)  # each island from its own default starts
         total, seconds = total + int(more.info["evals"]), seconds + more.seconds
         if more.makespan < found.makespan:
             found = more
     return {"name": "search", "assignment": np.asarray(found.assignment).tolist(),
-            "makespan": float(found.makespan), "evals": int(evals), "restarts": int(restarts), "total_evals": total,
+            "makespan": float(found.makespan), "evals": int(evals), "restarts": int(restarts),
+            "batch_size": int(batch_size), "total_evals": total,
             "seconds": round(seconds, 3), "interchangeable": devices_interchangeable(topology, config)}
 
 
@@ -184,6 +207,7 @@ class SearchTargets:
         evals: simulated neighbours per search (:func:`search_placement`).
         seed: the searches' seed.
         restarts: independent restarts per search (:func:`search_placement`).
+        batch_size: neighbours per step of every search (:func:`search_placement`).
         size: the most targets kept [count] (least recently used dropped first).
 
     Attributes:
@@ -191,10 +215,11 @@ class SearchTargets:
         seconds: total search time [s].
     """
 
-    def __init__(self, evals: int, seed: int, size: int = 512, restarts: int = 0) -> None:
+    def __init__(self, evals: int, seed: int, size: int = 512, restarts: int = 0, batch_size: int = 256) -> None:
         if size < 1:
             raise ValueError(f"SearchTargets: size must be >= 1, got {size}")
         self.evals, self.seed, self.size, self.restarts = int(evals), int(seed), int(size), int(restarts)
+        self.batch_size = int(batch_size)
         self._data: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self.hits = self.misses = 0
         self.seconds = 0.0
@@ -216,7 +241,8 @@ class SearchTargets:
             self._data.move_to_end(key)
             return found
         self.misses += 1
-        found = search_placement(graph, topology, config, self.evals, self.seed, self.restarts)
+        found = search_placement(graph, topology, config, self.evals, self.seed, self.restarts,
+                                 batch_size=self.batch_size)
         self.seconds += found["seconds"]
         self._data[key] = found
         while len(self._data) > self.size:

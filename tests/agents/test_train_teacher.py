@@ -65,8 +65,12 @@ def test_the_search_teacher_is_imitated_and_kept(tmp_path) -> None:
     inst = Instance.from_args(args)
     cp = baselines.run("critical_path", inst.graph, inst.topology, inst.config, seed=0)
     heft = baselines.run("heft", inst.graph, inst.topology, inst.config)
-    again = baselines.run("local_search", inst.graph, inst.topology, inst.config, seed=0, seconds=None,
-                          max_evals=2000, starts=[cp, heft])
+    assert teacher["batch_size"] == 16 and teacher["restarts"] == 16  # the defaults on one graph
+    main = baselines.run("local_search", inst.graph, inst.topology, inst.config, seed=0, seconds=None,
+                         max_evals=2000, starts=[cp, heft], batch_size=16)
+    more = island_search(inst.graph, inst.topology, inst.config, islands=16, max_evals=500, seed=0,
+                         batch_size=16)  # the restarts from their own default starts
+    again = more if more.makespan < main.makespan else main
     assert teacher["assignment"] == list(again.assignment) and teacher["makespan"] == again.makespan
     assert teacher["makespan"] <= min(cp.makespan, heft.makespan) and teacher["interchangeable"]
     with pytest.raises(ValueError, match="il_teacher"):
@@ -83,7 +87,7 @@ def test_teacher_restarts_keep_the_best_of_the_main_run_and_the_islands() -> Non
         dg.SimConfig()
     starts = [baselines.run("critical_path", graph, topo, config, seed=0), baselines.run("heft", graph, topo, config)]
     main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts)
-    islands = island_search(graph, topo, config, islands=4, max_evals=500, seed=0, starts=starts)
+    islands = island_search(graph, topo, config, islands=4, max_evals=500, seed=0)
     plain = search_placement(graph, topo, config, 2000, 0)
     more = search_placement(graph, topo, config, 2000, 0, restarts=4)
     assert plain["makespan"] == main.makespan and plain["total_evals"] == main.info["evals"]
@@ -100,7 +104,7 @@ def test_teacher_runs_fewer_restarts_on_large_graphs() -> None:
     capped = search_placement(graph, topo, config, 2000, 0, restarts=4, restart_op_evals=50_000)
     starts = [baselines.run("critical_path", graph, topo, config, seed=0), baselines.run("heft", graph, topo, config)]
     main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts)
-    two = island_search(graph, topo, config, islands=2, max_evals=500, seed=0, starts=starts)
+    two = island_search(graph, topo, config, islands=2, max_evals=500, seed=0)
     assert capped["restarts"] == 2 and capped["total_evals"] == main.info["evals"] + two.info["evals"]
     assert capped["makespan"] == min(main.makespan, two.makespan)
     none = search_placement(graph, topo, config, 2000, 0, restarts=4, restart_op_evals=19_999)
@@ -122,3 +126,26 @@ def test_restarts_default_to_16_on_one_graph_and_none_on_a_mix() -> None:
     assert TrainArgs(graph="mix", graph_mix=("random:n_ops=10..20",)).il_teacher_restarts == 0
     with pytest.raises(ValueError, match="il_teacher_restarts"):
         TrainArgs(il_teacher_restarts=-1).validate()
+
+
+def test_teacher_batch_defaults_to_16_on_one_graph_and_256_on_a_mix() -> None:
+    assert TrainArgs().il_teacher_batch == 16
+    assert TrainArgs(graph="mix", graph_mix=("random:n_ops=10..20",)).il_teacher_batch == 256
+    assert TrainArgs(il_teacher_batch=64).il_teacher_batch == 64  # an explicit value wins
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="il_teacher_batch"):
+            TrainArgs(il_teacher_batch=bad).validate()
+
+
+def test_teacher_runs_score_the_given_batch_per_step() -> None:
+    # the main run and the restarts are local_search / island_search runs with that batch size
+    graph, topo, config = dg.workloads.make("random", n_ops=40, levels=8, seed=0), dg.Topology.uniform(3), \
+        dg.SimConfig()
+    starts = [baselines.run("critical_path", graph, topo, config, seed=0), baselines.run("heft", graph, topo, config)]
+    main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts,
+                         batch_size=16)
+    islands = island_search(graph, topo, config, islands=4, max_evals=500, seed=0, batch_size=16)
+    found = search_placement(graph, topo, config, 2000, 0, restarts=4, batch_size=16)
+    assert main.info["iterations"] == 2000 // 16 and found["batch_size"] == 16
+    assert found["makespan"] == min(main.makespan, islands.makespan)
+    assert found["total_evals"] == main.info["evals"] + islands.info["evals"]
