@@ -10,6 +10,12 @@ below ``--below``. Counts are of evaluations, not seconds: the same on every mac
 
     python benchmarks/bench_teacher_basins.py --graph paper/llama-layer --seeds 1,2,3 --islands 32 --below 124
     python benchmarks/bench_teacher_basins.py --islands 16 --option kick=20      # a local_search option varied
+
+``--teacher BATCH`` runs the whole teacher instead (:func:`~agents.training.teacher.search_placement`
+with the ``best`` recipe's evaluations and restarts on one graph, ``BATCH`` neighbours per step) and
+prints its makespan and seconds per seed:
+
+    python benchmarks/bench_teacher_basins.py --teacher 16 --seeds 0,1,2,3,4,5,6,7,8,9,10,11
 """
 
 from __future__ import annotations
@@ -27,7 +33,12 @@ def main() -> None:
     ap.add_argument("--below", type=float, default=124.0, help="a restart ending below this makespan is a hit")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a local_search option of every restart (kick=20, temperature=0.02, patience=50), repeatable")
+    ap.add_argument("--teacher", type=int, default=None, metavar="BATCH",
+                    help="run the whole search teacher with this batch size per seed instead of the restarts")
     args = ap.parse_args()
+    if args.teacher is not None:
+        teacher(args.graph, args.devices, [int(s) for s in args.seeds.split(",")], args.teacher)
+        return
     options = {}
     for pair in args.option:
         key, _, value = pair.partition("=")
@@ -54,6 +65,26 @@ def main() -> None:
         print(f"| {seed} | {hits} of {args.islands} | {found.makespan:.3f} | {', '.join(f'{m:.1f}' for m in ends)} |",
               flush=True)
     print(f"\n{total} of {args.islands * len(seeds)} restarts ended below {args.below:g}")
+
+
+def teacher(graph_name: str, devices: int, seeds: list[int], batch_size: int) -> None:
+    """The ``best`` recipe's search teacher on one graph, per seed: makespan and seconds."""
+    import time
+
+    import doppler_gym as dg
+    from agents.training.args import TEACHER_EVALS, TEACHER_RESTARTS
+    from agents.training.teacher import search_placement
+
+    graph = dg.instances.resolve_graph(graph_name)
+    topology = dg.instances.resolve_topology(devices)
+    config = dg.instances.default_config(graph)
+    print(f"| seed | teacher makespan ({graph_name}, batch {batch_size}) | seconds |")
+    print("|---:|---:|---:|")
+    for seed in seeds:
+        started = time.perf_counter()
+        found = search_placement(graph, topology, config, TEACHER_EVALS["one"], seed, TEACHER_RESTARTS["one"],
+                                 batch_size=batch_size)
+        print(f"| {seed} | {found['makespan']:.3f} | {time.perf_counter() - started:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
