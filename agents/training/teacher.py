@@ -145,10 +145,9 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     (:func:`~doppler_gym.baselines.local_search.default_starts`: the critical-path placement with the
     restart's own tie-breaking, HEFT and round robin). One run ends in one of several basins by luck,
     and the basin depends on the start; the best of several runs from several starts is a far
-    steadier target (``docs/results/train_default.md``). Every
-    run scores ``batch_size`` neighbours per step (``local_search``'s option): a small batch takes more
-    steps for the same evaluations and ends in a good basin more often, at more wall clock per
-    evaluation.
+    steadier target (``docs/results/train_default.md``). Every run scores ``batch_size`` neighbours
+    per step (``local_search``'s option): a small batch takes more steps for the same evaluations and
+    ends in a good basin more often, at more wall clock per evaluation.
 
     Fewer restarts run on large graphs, so that ``n_ops x`` their evaluations stay within
     ``restart_op_evals`` (a simulation costs about linear time in the ops: the default allows 16 up
@@ -166,7 +165,7 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
     (:func:`~doppler_gym.sim.threads.numba_threads`): the makespans do not depend on it, the wall clock
     on a shared CPU does.
     """
-    with numba_threads(1 if batch_size <= ONE_THREAD_BATCH else numba.config.NUMBA_NUM_THREADS):
+    with numba_threads(1 if batch_size <= ONE_THREAD_BATCH else numba.get_num_threads()):
         return _search_placement(graph, topology, config, evals, seed, restarts, restart_op_evals, batch_size)
 
 

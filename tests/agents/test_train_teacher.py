@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
@@ -145,7 +146,9 @@ def test_teacher_runs_score_the_given_batch_per_step() -> None:
     main = baselines.run("local_search", graph, topo, config, seed=0, seconds=None, max_evals=2000, starts=starts,
                          batch_size=16)
     islands = island_search(graph, topo, config, islands=4, max_evals=500, seed=0, batch_size=16)
-    found = search_placement(graph, topo, config, 2000, 0, restarts=4, batch_size=16)
+    threads = numba.get_num_threads()
+    found = search_placement(graph, topo, config, 2000, 0, restarts=4, batch_size=16)  # on one Numba thread
+    assert numba.get_num_threads() == threads  # given back
     assert main.info["iterations"] == 2000 // 16 and found["batch_size"] == 16
     assert found["makespan"] == min(main.makespan, islands.makespan)
     assert found["total_evals"] == main.info["evals"] + islands.info["evals"]
