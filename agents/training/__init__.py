@@ -20,8 +20,8 @@ Stages (DOPPLER paper §4):
    ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
    (so the critic is warm for stage 2). ``il_teacher="search"`` swaps the PLC teacher for a
    local-search placement of the graph (:mod:`agents.training.teacher`; on one graph the best of
-   that search and ``il_teacher_restarts`` independent ones), so imitation is not capped at the
-   heuristic's makespan.
+   that search and ``il_teacher_restarts`` independent ones from their own starts, each scoring
+   ``il_teacher_batch`` neighbours per step), so imitation is not capped at the heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
    ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a
