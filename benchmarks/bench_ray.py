@@ -68,10 +68,11 @@ def bench_tasks(args: argparse.Namespace) -> dict[str, float]:
         island_search(g, 4, **warm, ray_address=args.ray, task_cpus=cpus)
     import numba
 
+    from doppler_gym.sim.threads import numba_threads
+
     threads = numba.get_num_threads()
-    numba.set_num_threads(1)  # as each Ray worker runs (connect() sets NUMBA_NUM_THREADS=1 there)
-    t_local, local = _timed(lambda: island_search(g, 4, **kw), 2)
-    numba.set_num_threads(threads)
+    with numba_threads(1):  # as each Ray worker runs (connect() sets NUMBA_NUM_THREADS=1 there)
+        t_local, local = _timed(lambda: island_search(g, 4, **kw), 2)
     t_threads, _ = _timed(lambda: island_search(g, 4, **kw), 2)
     rows = {"this process": t_local, f"this process, {threads} Numba threads": t_threads}
     results = {}

@@ -51,6 +51,7 @@ import numpy as np
 import doppler_gym as dg
 from doppler_gym.graph.io import PAPER_EXPERIMENTS, load_graph
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.threads import numba_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the SimPy oracle is the test suite's (tests/ is a package)
@@ -258,7 +259,6 @@ def bench_floor(args: argparse.Namespace) -> None:
     )
     print(header)
     print("-" * len(header))
-    threads = numba.get_num_threads()
     for name, n_devices in PAPER_GRAPHS:
         g = load_graph(name)
         rng = np.random.default_rng([args.seed, g.n_ops, 3])
@@ -268,11 +268,10 @@ def bench_floor(args: argparse.Namespace) -> None:
         _floor_many(*floor_args, batch[:8], n_devices, floor_out)
         exact_times, floor_times, simpy_times, parallel_times = [], [], [], []
         for _ in range(args.batch_reps):
-            numba.set_num_threads(1)
-            t0 = time.perf_counter()
-            exact = dg.simulate_batch(g, batch, config=REFERENCE)
-            exact_times.append((time.perf_counter() - t0) / args.batch)
-            numba.set_num_threads(threads)
+            with numba_threads(1):
+                t0 = time.perf_counter()
+                exact = dg.simulate_batch(g, batch, config=REFERENCE)
+                exact_times.append((time.perf_counter() - t0) / args.batch)
             t0 = time.perf_counter()
             dg.simulate_batch(g, batch, config=REFERENCE)
             parallel_times.append((time.perf_counter() - t0) / args.batch)
