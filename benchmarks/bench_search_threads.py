@@ -4,14 +4,18 @@ Each ``simulate_batch`` call of :func:`~doppler_gym.baselines.local_search` is o
 launch. On a CPU that another process keeps busy, the launch's threads wait for each other at every
 call, which costs most at small batches (``docs/results/train_default.md``). ``--beside`` starts a
 copy of this script (same options, without ``--beside``) and measures while it runs.
+``--spincount N`` sets ``GOMP_SPINCOUNT`` (how long an idle OpenMP thread spins before it sleeps;
+GNU OpenMP, the runtime of Numba's default threading layer on Linux) for both before Numba loads.
 
     python benchmarks/bench_search_threads.py                # alone
     python benchmarks/bench_search_threads.py --beside       # beside a copy of itself
+    python benchmarks/bench_search_threads.py --beside --spincount 0
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -24,7 +28,11 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=50_000, help="simulated neighbours per search")
     ap.add_argument("--batches", default="16,64,256", help="batch sizes, comma-separated")
     ap.add_argument("--beside", action="store_true", help="measure beside a copy of this script")
+    ap.add_argument("--spincount", type=int, default=None,
+                    help="GOMP_SPINCOUNT for both processes (default: the variable as set, else OpenMP's own)")
     args = ap.parse_args()
+    if args.spincount is not None:
+        os.environ["GOMP_SPINCOUNT"] = str(args.spincount)  # read when OpenMP loads, below
 
     import numba
 
@@ -41,6 +49,7 @@ def main() -> None:
     config = dg.instances.default_config(graph)
     dg.baselines.local_search(graph, topology, config, seconds=None, max_evals=1000)  # compile
     where = "beside a copy" if args.beside else "alone"
+    where += f", GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}"
     print(f"| batch | threads | seconds ({args.evals} evaluations, {where}) |")
     print("|---:|---:|---:|")
     for threads in sorted({numba.config.NUMBA_NUM_THREADS, 1}, reverse=True):

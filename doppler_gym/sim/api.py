@@ -49,6 +49,8 @@ def simulate(
     # Fast paths: a valid int32/int64 numpy assignment (what search loops pass). Everything
     # else, errors included, goes through the full checks below.
     if type(assignment) is np.ndarray and assignment.ndim == 1 and assignment.dtype.num in _FAST_NUMS:
+        if not assignment.flags.writeable:  # Numba types read-only arrays apart: one more compiled kernel
+            assignment = assignment.copy()
         # Fastest: the problem of this call's (graph, topology, config) last time, device range
         # checked by the kernel itself (one Numba call in all). The objects were checked when cached.
         entry = _LAST_CALL[0]

@@ -39,8 +39,11 @@ def check_assignment(
 
 
 def as_device_ids(graph: DataflowGraph, values: object, label: str = "assignment") -> np.ndarray:
-    """``values`` (``(n_ops,)`` or ``(B, n_ops)``) as a contiguous int32 array of device ids, checked to
-    be whole numbers in ``[0, 2**31)``; ``label`` names the argument in error messages."""
+    """``values`` (``(n_ops,)`` or ``(B, n_ops)``) as a contiguous, writable int32 array of device ids,
+    checked to be whole numbers in ``[0, 2**31)``; ``label`` names the argument in error messages.
+
+    Writable because Numba types a read-only array apart: passing one would compile (about a minute)
+    and cache a second copy of every kernel it reaches."""
     arr = values if isinstance(values, np.ndarray) else np.asarray(values)
     if arr.shape[-1:] != (graph.n_ops,) or arr.ndim not in (1, 2):
         raise ValueError(
@@ -58,11 +61,13 @@ def as_device_ids(graph: DataflowGraph, values: object, label: str = "assignment
             pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
             raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
     elif arr.dtype.itemsize > 4 or arr.dtype.kind == "u":
-        low, high = kernels.value_range(arr.reshape(-1))
+        flat = arr.reshape(-1)
+        low, high = kernels.value_range(flat if flat.flags.writeable else flat.copy())
         if low < 0 or high > np.iinfo(np.int32).max:
             pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
             raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
-    return np.ascontiguousarray(arr, dtype=np.int32)
+    out = np.ascontiguousarray(arr, dtype=np.int32)
+    return out if out.flags.writeable else out.copy()
 
 
 def device_count(topology: Topology | None, assign: np.ndarray) -> int:

@@ -941,6 +941,28 @@ def test_every_assignment_form_gives_the_same_trace(config):
         assert tr.n_devices == ref.n_devices and tr.time_unit == ref.time_unit
 
 
+def test_read_only_assignments_reach_the_kernels_as_writable_arrays():
+    # Numba types a read-only array apart and would compile (about a minute) and cache a second copy
+    # of each kernel for it: `doppler place` once spent 75 s of a 2 s budget doing so.
+    from doppler_gym.sim import kernels
+
+    g = _random_graph(14, "topology", n_ops=30)
+    a = np.random.default_rng(6).integers(0, 3, g.n_ops)
+    ref = dg.simulate(g, a.tolist()).makespan
+    batch_ref = dg.simulate_batch(g, np.stack([a, a[::-1]]).tolist())
+    for dtype in (np.int64, np.int32):
+        one, rows = a.astype(dtype), np.stack([a, a[::-1]]).astype(dtype)
+        one.setflags(write=False)
+        rows.setflags(write=False)
+        for _ in range(2):  # the first call packs the problem, the second takes the cached one
+            assert dg.simulate(g, one).makespan == ref
+        np.testing.assert_array_equal(dg.simulate_batch(g, rows), batch_ref)
+    for dispatcher, arg in ((kernels.run_packed, 3), (kernels.run_many, 6), (kernels.value_range, 0)):
+        assert dispatcher.signatures, dispatcher
+        for signature in dispatcher.signatures:
+            assert signature[arg].mutable, (dispatcher, signature)
+
+
 def test_trace_from_the_fast_path_behaves_like_a_dataclass():
     import copy
     import dataclasses

@@ -1,0 +1,52 @@
+"""warm_up loads the simulator's kernels before a timed run: a local search's budget then goes to
+searching even in a fresh process (the first kernel call of a process loads machine code from
+Numba's cache, about a second)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import doppler_gym as dg
+from doppler_gym.sim import kernels
+
+FRESH_SEARCH = """
+import json, doppler_gym as dg
+g = dg.instances.resolve_graph("random:n_ops=200,levels=20,seed=1")
+p = dg.baselines.local_search(g, 4, seed=0, seconds=0.5)
+print(json.dumps({"evals": p.info["evals"], "seconds": p.seconds, "stopped": p.info["stopped"]}))
+"""
+
+
+def test_a_fresh_process_searches_within_its_first_budget():
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", FRESH_SEARCH], check=False, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["stopped"] == "seconds" and out["evals"] >= 256, out  # at least one batch was scored
+    assert out["seconds"] < 0.5 + 0.4, out  # the budget held: no kernel loaded inside it
+
+
+@pytest.mark.parametrize("config", [
+    dg.SimConfig(), dg.SimConfig.reference(), dg.SimConfig(queue_order="priority"),
+    dg.SimConfig(queue_order="fixed"), dg.SimConfig(memory="enforce"), dg.SimConfig(compute_jitter=0.2),
+])
+def test_warm_up_runs_under_every_queue_order_and_loads_both_assignment_types(config):
+    g = dg.instances.resolve_graph("random:n_ops=40,levels=8,seed=2")
+    seconds = dg.sim.warm_up(g, dg.Topology.uniform(3), config)
+    assert seconds >= 0.0
+    widths = {sig[3].dtype.bitwidth for sig in kernels.run_packed.signatures}
+    assert widths >= {32, 64}
+    assert kernels.run_many.signatures
+
+
+def test_warm_up_of_an_empty_graph_simulates_nothing():
+    empty = dg.DataflowGraph(src=[], dst=[], flops=[], out_bytes=[])
+    assert dg.sim.warm_up(empty, 2, dg.SimConfig()) >= 0.0
+    with pytest.raises(ValueError):  # what warm_up would hit if it simulated: no assignment fits 0 ops
+        dg.simulate(empty, np.zeros(1, np.int64), 2)
