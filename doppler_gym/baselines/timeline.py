@@ -9,7 +9,7 @@ TPDS 13(3):260-274, 2002, section 4.1). Times are the simulator's internal unit,
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import numpy as np
@@ -57,13 +57,27 @@ class InsertionPlan:
 
     def earliest_fit(self, device: int, ready: float, duration: float) -> float:
         """Earliest start >= ``ready`` of a ``duration``-long op on ``device``: the first idle gap
-        it fits in, else after the device's last planned op."""
+        it fits in, else after the device's last planned op.
+
+        No gap that closes before ``ready`` can hold the op, so the scan starts (by bisection) at
+        the first busy interval that starts at or after ``ready``; the gap before it opens at the
+        latest end so far. Every op is placed where it fits (:meth:`place`), so no interval starts
+        strictly inside another: the latest end before index ``k`` is among the intervals that
+        share the start of interval ``k - 1`` (a zero-length op placed at another's start shares
+        it). Cost: O(log n) plus the gaps tried, instead of a scan from time 0.
+        """
+        starts, ends = self._starts[device], self._ends[device]
+        k = bisect_left(starts, ready)
         prev_end = 0.0
-        for s, e in zip(self._starts[device], self._ends[device]):
+        j = k - 1
+        while j >= 0 and starts[j] == starts[k - 1]:
+            prev_end = max(prev_end, ends[j])
+            j -= 1
+        for i in range(k, len(starts)):
             t = max(ready, prev_end)
-            if t + duration <= s:
+            if t + duration <= starts[i]:
                 return t
-            prev_end = max(prev_end, e)
+            prev_end = max(prev_end, ends[i])
         return max(ready, prev_end)
 
     def earliest_finish(self, op: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +88,8 @@ class InsertionPlan:
         return start, start + comp
 
     def place(self, op: int, device: int, start: float) -> None:
-        """Plan ``op`` on ``device`` from ``start``."""
+        """Plan ``op`` on ``device`` from ``start``, a start where it fits (:meth:`earliest_fit`'s or
+        :meth:`earliest_finish`'s for that device)."""
         end = start + self.costs.comp[op, device]
         k = bisect_right(self._starts[device], start)
         self._starts[device].insert(k, start)

@@ -88,6 +88,45 @@ def test_insertion_plan_fills_gaps():
     assert plan.earliest_fit(0, ready=4.5, duration=1.0) == 6.0
 
 
+def _first_gap_by_scan(starts, ends, ready, duration):
+    """The reference: try every gap from time 0 on (what earliest_fit computes with bisection)."""
+    prev_end = 0.0
+    for s, e in zip(starts, ends):
+        t = max(ready, prev_end)
+        if t + duration <= s:
+            return t
+        prev_end = max(prev_end, e)
+    return max(ready, prev_end)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_insertion_plan_matches_a_scan_of_every_gap(seed):
+    # Random plans built by the plan's own rule, zero durations and ties at gap edges included.
+    rng = np.random.default_rng(seed)
+    n = 120
+    flops = rng.choice([0.0, 1.0, 2.0, 3.0], size=n)
+    g = make_graph([], flops.tolist(), [0.0] * n, f"ops{seed}")
+    plan = InsertionPlan(g, Costs.of(g, dg.Topology.uniform(2), RAW))
+    busy = [([], []), ([], [])]
+    for op in range(n):
+        d = int(rng.integers(2))
+        ready = float(rng.integers(0, 40))
+        duration = float(plan.costs.comp[op, d])
+        for probe_ready in (ready, ready + 0.5, 0.0):
+            for probe_duration in (0.0, 1.0, duration):
+                expected = _first_gap_by_scan(*busy[d], probe_ready, probe_duration)
+                assert plan.earliest_fit(d, probe_ready, probe_duration) == expected
+        start = plan.earliest_fit(d, ready, duration)
+        plan.place(op, d, start)
+        k = int(np.searchsorted(busy[d][0], start, side="right"))
+        busy[d][0].insert(k, start)
+        busy[d][1].insert(k, start + duration)
+    for d in range(2):  # what the bisection relies on: no interval starts strictly inside another
+        starts, ends = busy[d]
+        assert not any(a < s < e for s in starts for a, e in zip(starts, ends))
+        assert any(e == s for s, e in zip(starts, ends))  # zero-length ops were placed too
+
+
 def test_heft_uses_the_fast_device_and_inserts():
     topo = dg.Topology(speed=[1e12, 3e12], memory=16e9, bandwidth=1e9, latency=0.0)
     g = make_graph([(0, 1), (1, 2)], [3e12, 3e12, 3e12], [1e9, 1e9, 1e9], "chain3")
