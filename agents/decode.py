@@ -259,6 +259,35 @@ def _check_policy(policy: object) -> None:
         )
 
 
+TIME_CHECK_STEPS = 32  # a decode with a time limit projects its wall clock every this many steps
+
+
+class DecodeTimeLimit(RuntimeError):
+    """A decode stopped early: at its pace so far it would have run past its time limit.
+
+    Attributes:
+        projected: the whole decode's projected wall clock [s] (time so far / steps done x ops).
+        limit: the limit it was given [s].
+        steps: the steps it had done.
+    """
+
+    def __init__(self, projected: float, limit: float, steps: int) -> None:
+        super().__init__(f"decode would take about {projected:.2f} s, over its limit of {limit:.2f} s "
+                         f"(projected after {steps} steps)")
+        self.projected, self.limit, self.steps = projected, limit, steps
+
+
+def _check_time(started: float, step: int, n: int, time_limit: float | None) -> None:
+    """Raise :class:`DecodeTimeLimit` when ``time_limit`` [s] is set and the decode's pace so far
+    (``step`` of ``n`` steps since ``started``, ``time.perf_counter()``) projects past it; checked
+    every :data:`TIME_CHECK_STEPS` steps."""
+    if time_limit is None or step == 0 or step % TIME_CHECK_STEPS:
+        return
+    projected = (time.perf_counter() - started) * n / step
+    if projected > time_limit:
+        raise DecodeTimeLimit(projected, time_limit, step)
+
+
 class DirectDecoder:
     """The static part of one instance under one policy, and the lockstep decode loop.
 
@@ -305,7 +334,7 @@ class DirectDecoder:
         self.device_static = ctx.device_static.astype(np.float32)  # (D, 2)
 
     # ------------------------------------------------------------------ decode
-    def run(self, samples: int = 0, greedy: bool = True, seed: int = 0) -> Decoded:
+    def run(self, samples: int = 0, greedy: bool = True, seed: int = 0, time_limit: float | None = None) -> Decoded:
         """Decode ``greedy`` (row 0) plus ``samples`` sampled episodes, in lockstep (one episode:
         :meth:`_run_one`).
 
@@ -313,15 +342,22 @@ class DirectDecoder:
             samples: sampled episodes [count].
             greedy: include the greedy episode as row 0.
             seed: seeds the sampled episodes (``numpy`` Gumbel noise).
+            time_limit: ``None``, or a wall-clock limit [s]: every :data:`TIME_CHECK_STEPS` steps the
+                decode projects its whole wall clock from its pace so far and raises
+                :class:`DecodeTimeLimit` when that is over the limit (so it stops after about
+                ``limit x steps done / n_ops`` seconds, not at the end).
         """
         started = time.perf_counter()
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise ValueError(f"decode: samples must be an integer >= 0, got {samples!r}")
+        number = isinstance(time_limit, (int, float, np.integer, np.floating)) and not isinstance(time_limit, bool)
+        if time_limit is not None and not (number and time_limit >= 0):
+            raise ValueError(f"decode: time_limit must be None or a number of seconds >= 0, got {time_limit!r}")
         k = int(greedy) + int(samples)
         if k < 1:
             raise ValueError("decode: nothing to decode; give greedy=True and/or samples >= 1")
         if k == 1:
-            return self._run_one(not greedy, np.random.default_rng(seed), started)
+            return self._run_one(not greedy, np.random.default_rng(seed), started, time_limit)
         ctx, heads, d = self.ctx, self.heads, self.d
         n, nd = ctx.n_ops, ctx.n_devices
         f32 = np.float32
@@ -344,6 +380,7 @@ class DirectDecoder:
         feats64, sel_static, plc_static = self.op_features.astype(np.float64), self.sel_static, self.plc_static
         sums_table = self.sums_table
         for step in range(n):
+            _check_time(started, step, n, time_limit)
             # ---------------------------------------------------------------- SEL
             lists = [sorted(r) for r in ready]
             sizes = np.array([len(r) for r in lists])
@@ -391,7 +428,8 @@ class DirectDecoder:
         return Decoded(assignments, orders, estimated, probs, bool(greedy), time.perf_counter() - started, 0.0)
 
 
-    def _run_one(self, sampled: bool, rng: np.random.Generator, started: float) -> Decoded:
+    def _run_one(self, sampled: bool, rng: np.random.Generator, started: float,
+                 time_limit: float | None = None) -> Decoded:
         """:meth:`run` for one episode (``K == 1``): the same operations on the same values, in the
         same order (so the same actions, bit for bit), without the lockstep batching (segment
         bookkeeping, per-row loops); the per-device sums are updated on the placed device only."""
@@ -417,6 +455,7 @@ class DirectDecoder:
         head0 = np.zeros(1, np.intp)  # one segment starting at row 0 (np.add.reduceat, as run's batched sums)
         step_f = np.arange(n, dtype=f32) / n_f  # (n,) placed share at each step, as f32(step) / n_f
         for step in range(n):
+            _check_time(started, step, n, time_limit)
             # ---------------------------------------------------------------- SEL
             lst = sorted(ready)
             m = len(lst)

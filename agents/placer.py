@@ -6,7 +6,11 @@ config. ``search_seconds=S > 0`` spends ``S`` seconds of wall clock in total on 
 search:
 
 1. decode the greedy placement and compute the usual heuristic starts (critical path, HEFT, round
-   robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`;
+   robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`.
+   When the decode, at its pace so far, would take over ``DECODE_SHARE`` (a quarter) of the budget,
+   it stops (:class:`~agents.decode.DecodeTimeLimit`, after a few dozen steps) and the search is
+   plain local search from the heuristics (``info["decode_skipped"]``): on large graphs and short
+   budgets the decode would eat the search's time;
 2. decode ``samples`` sampled placements (one lockstep decode; by default as many as a fifth of
    the budget allows, none when the greedy decode is worse than the best heuristic: samples of a
    policy whose greedy decode loses rarely win, and on large graphs they cost much of the budget);
@@ -47,6 +51,8 @@ SAMPLE_GAP = 1.0  # default: no sampled decodes when the greedy one is worse tha
 # 2026-12-02: on validation graphs of 2,000-4,000 ops, 1.0 was 0.6% better at 5 s; docs/results/bench_place.md)
 RACE_GAP = 1.1  # the best decode races the best heuristic when it is at most 10% worse than it
 PROBE_SHARE = 0.1  # default share of the budget of each raced start's probe (docs/results/bench_place.md)
+DECODE_SHARE = 0.25  # a search goes without the policy when its greedy decode would take over this share
+# of the budget (the decode projects its wall clock as it goes: agents.decode.DecodeTimeLimit)
 PROPOSAL_SHARE = 0.0  # default share of the search's moves drawn from the policy's PLC probabilities: 0,
 # since the heuristic-prior policy's proposal led the search to worse placements (docs/results/bench_place.md)
 
@@ -69,7 +75,9 @@ class PlaceResult:
         search_seconds: the budget asked for [s].
         seed: the seed.
         baselines: reference makespans ``{"critical_path": .., "heft": ..}`` (empty when not asked).
-        info: details (``decode_seconds``, ``samples``, ``start``, ``evals``, ...).
+        info: details (``decode_seconds``, ``samples``, ``start``, ``evals``, ...; ``decode_skipped``
+            with ``projected_seconds`` and ``limit_seconds`` when the search went without the policy,
+            and then ``greedy_makespan`` is ``None``).
     """
 
     makespan: float
@@ -97,6 +105,15 @@ class PlaceResult:
             "baselines": dict(self.baselines), "info": jsonable(self.info),
             "assignment": self.assignment.tolist(), "order": self.order.tolist(),
         }
+
+
+def _decode_limit(search_seconds: float, static_seconds: float) -> float | None:
+    """The greedy decode's time limit [s] within a search of ``search_seconds``: what is left of
+    :data:`DECODE_SHARE` of the budget after the decoder's static part; ``None`` (no limit) for the
+    decode alone (0) or an unbounded search (``inf``)."""
+    if search_seconds <= 0 or np.isinf(search_seconds):
+        return None
+    return max(DECODE_SHARE * float(search_seconds) - static_seconds, 0.0)
 
 
 def resolve_policy(policy: object, device: str = "cpu") -> tuple[torch.nn.Module, str]:
@@ -184,7 +201,7 @@ def place(
         priorities where the config uses them) under ``default_config(graph)``.
     """
     loading = time.perf_counter()
-    from agents.decode import DirectDecoder
+    from agents.decode import Decoded, DecodeTimeLimit, DirectDecoder
 
     if isinstance(search_seconds, bool) or not isinstance(search_seconds, (int, float, np.integer, np.floating)) \
             or not search_seconds >= 0:
@@ -210,34 +227,37 @@ def place(
     started = time.perf_counter()  # the budget starts once torch, the policy and the kernels are loaded
     search = search_seconds > 0
     decoder = DirectDecoder(net, g, topo, config)
-    greedy = decoder.run(greedy=True)
-    rows = [(greedy, 0)]
-    heuristics: list[Placement] = []
-    greedy_placement: Placement | None = None
-    if search:
-        heuristics = default_starts(g, topo, config, seed)
+    info: dict[str, Any] = {"load_seconds": started - loading}
+    greedy: Decoded | None = None
+    try:
+        greedy = decoder.run(greedy=True, time_limit=_decode_limit(search_seconds, decoder.static_seconds))
+    except DecodeTimeLimit as stop:  # the budget is too short for the policy here: plain local search
+        info["decode_skipped"] = {"projected_seconds": decoder.static_seconds + stop.projected,
+                                  "limit_seconds": DECODE_SHARE * search_seconds}
+    heuristics = default_starts(g, topo, config, seed) if search else []
+    rows: list[tuple[Decoded, int]] = []
+    decoded: list[Placement] = []
+    if greedy is not None:
         greedy_placement = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started)
-        if samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-dependent),
-            # and none when the greedy decode is over sample_gap times the best heuristic's makespan: then
-            # the policy is no guide on this instance and the time goes to the search
+        if search and samples is None:  # a fifth of the budget, at most MAX_SAMPLES episodes (machine-
+            # dependent), and none when the greedy decode is over sample_gap times the best heuristic's
+            # makespan: then the policy is no guide on this instance and the time goes to the search
             samples = min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)
             if not np.isinf(search_seconds):  # an unbounded time (with max_evals) has no fifth to respect
                 samples = min(samples, int(0.2 * search_seconds / max(greedy.seconds, 1e-3)))
             if greedy_placement.makespan > sample_gap * min(p.makespan for p in heuristics):
                 samples = 0
-        if samples:
+        rows = [(greedy, 0)]
+        if search and samples:
             sampled = decoder.run(samples=int(samples), greedy=False, seed=seed)
             rows += [(sampled, r) for r in range(int(samples))]
-    samples = int(samples or 0)
-    decode_seconds = time.perf_counter() - started
-    if greedy_placement is None:
-        greedy_placement = finish("greedy", g, topo, config, greedy.assignments[0], greedy.orders[0], started)
-    decoded = [greedy_placement] + [finish("sample", g, topo, config, d.assignments[r], d.orders[r], started)
-                                    for d, r in rows[1:]]
-    best_row = min(range(len(decoded)), key=lambda i: (decoded[i].makespan, i))
-    info: dict[str, Any] = {"load_seconds": started - loading, "decode_seconds": decode_seconds,
-                            "samples": samples, "greedy_makespan": decoded[0].makespan,
-                            "best_decode_makespan": decoded[best_row].makespan}
+        decoded = [greedy_placement] + [finish("sample", g, topo, config, d.assignments[r], d.orders[r], started)
+                                        for d, r in rows[1:]]
+    samples = len(rows[1:])
+    best_row = min(range(len(decoded)), key=lambda i: (decoded[i].makespan, i)) if decoded else 0
+    info.update({"decode_seconds": time.perf_counter() - started, "samples": samples,
+                 "greedy_makespan": decoded[0].makespan if decoded else None,
+                 "best_decode_makespan": decoded[best_row].makespan if decoded else None})
     if not search:
         best: Placement = decoded[0]
         method = "greedy"
@@ -245,10 +265,9 @@ def place(
         best_heuristic = min(heuristics, key=lambda p: p.makespan)
         # the decode races the best heuristic only when it is within RACE_GAP of it: otherwise the
         # policy is no guide on this instance and the search is plain local_search
-        race = decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
+        race = bool(decoded) and decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
         starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
-        d_best, r_best = rows[best_row]
-        probs = d_best.plc_probs[r_best] if race and proposal_share > 0 else None
+        probs = rows[best_row][0].plc_probs[rows[best_row][1]] if race and proposal_share > 0 else None
         info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race,
                      "proposal": probs is not None})
         left = search_seconds - (time.perf_counter() - started)

@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Place GRAPH on devices with a learned DopplerPolicy (default: the one shipped with the "
         "package): its greedy decode, or with --search-seconds S a local search guided by it within S seconds "
         "in total: its best decode (greedy or sampled) races the best heuristic start (a short search from "
-        "each, then the rest of the budget from the better one). The makespan is simulated with the graph's "
+        "each, then the rest of the budget from the better one); when the greedy decode alone would take over a "
+        "quarter of S, the search goes without it. The makespan is simulated with the graph's "
         "default config (the reference model for paper graphs).",
     )
     common.add_graph_argument(p)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                          f"(DIR/checkpoint.pt, DIR/policy_<stage>.pt or DIR) or leave it out for the shipped policy")
     g = common.graph_from_args(args)
     topology = args.topology if args.topology else (args.devices if args.devices is not None else None)
-    from agents.placer import place  # torch loads here
+    from agents.placer import DECODE_SHARE, place  # torch loads here
 
     result = place(g, topology=topology, policy=args.policy, search_seconds=args.search_seconds, seed=args.seed,
                    samples=args.samples)
@@ -69,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         raced = " vs ".join(p["start"] for p in result.info.get("probes", []))
         print(f"  search from   {result.info['start']}" + (f" (raced {raced})" if raced else "")
               + f", {result.info['evals']:,} evaluations")
+        skipped = result.info.get("decode_skipped")
+        if skipped:
+            print(f"  no decode     it would take about {skipped['projected_seconds']:.1f} s, over "
+                  f"{DECODE_SHARE:.0%} of the budget: plain local search (give more --search-seconds)")
     print(f"  critical path {cp:.6g} {unit}  (x{result.makespan / cp:.3f})" if cp > 0 else "")
     print(f"  HEFT          {heft:.6g} {unit}  (x{result.makespan / heft:.3f})" if heft > 0 else "")
     if args.json:

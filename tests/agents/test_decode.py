@@ -209,3 +209,21 @@ def test_estimated_schedule_device_features_match_their_definition():
             avail[d], work[d] = end[v], work[d] + es.comp_time[v, d]
             es.place(v, d)
         np.testing.assert_allclose(es.end, end, rtol=1e-12)
+
+
+def test_a_time_limit_stops_the_decode_early_and_a_generous_one_changes_nothing():
+    from agents.decode import TIME_CHECK_STEPS, DecodeTimeLimit
+
+    graph = random_dag(100, edge_prob=0.05, seed=4)
+    policy = sharp_policy(make_env(graph=graph, topology=3), seed=2)
+    dec = DirectDecoder(policy, graph, 3)
+    for kwargs in ({}, {"samples": 2}):  # the single-episode path and the lockstep one
+        with pytest.raises(DecodeTimeLimit, match="over its limit") as stop:
+            dec.run(time_limit=0.0, **kwargs)
+        assert stop.value.steps == TIME_CHECK_STEPS and stop.value.projected > 0.0 == stop.value.limit
+        free, limited = dec.run(seed=3, **kwargs), dec.run(seed=3, time_limit=3600.0, **kwargs)
+        np.testing.assert_array_equal(free.assignments, limited.assignments)
+        np.testing.assert_array_equal(free.orders, limited.orders)
+    for bad in (-1.0, "1", True, float("nan")):
+        with pytest.raises(ValueError, match="time_limit"):
+            dec.run(time_limit=bad)

@@ -11,6 +11,7 @@ import doppler_gym as dg
 from agents.decode import decode
 from agents.placer import place
 from doppler_gym import baselines
+from doppler_gym.baselines.local_search import default_starts
 from doppler_gym.baselines.types import rank_of
 from doppler_gym.cli.main import main
 from tests.agents.policy_helpers import make_env
@@ -124,6 +125,21 @@ def test_default_samples_only_when_the_greedy_decode_beats_the_best_heuristic(gr
     looser = place(graph, devices=3, policy=sharp_policy(make_env(graph=graph, topology=3), seed=1), **kw,
                    sample_gap=gap)  # the greedy decode is just within the gap: samples again
     assert looser.info["samples"] == min(16, 40_000 // graph.n_ops)
+
+
+def test_a_budget_too_short_for_the_decode_searches_without_the_policy():
+    """The greedy decode would take over a quarter of a 1 ms budget: it stops after a few dozen
+    steps, and the answer is the best heuristic start (no time is left to search from it)."""
+    big = dg.workloads.make("random", n_ops=400, levels=20, seed=1)
+    r = place(big, devices=4, search_seconds=1e-3, seed=0, reference=False)
+    assert r.method == "search" and r.info["decode_skipped"]["limit_seconds"] == pytest.approx(0.25e-3)
+    assert r.info["decode_skipped"]["projected_seconds"] > 0.25e-3
+    assert r.info["greedy_makespan"] is None and r.info["samples"] == 0 and not r.info["raced"]
+    heuristics = default_starts(big, dg.Topology.uniform(4), dg.SimConfig(), 0)
+    assert r.makespan == min(p.makespan for p in heuristics)
+    assert r.makespan == resimulate(big, 4, r.assignment, r.order)
+    unbounded = place(big, devices=4, search_seconds=float("inf"), max_evals=256, seed=0, samples=0, reference=False)
+    assert "decode_skipped" not in unbounded.info and unbounded.info["greedy_makespan"] is not None
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
