@@ -14,9 +14,10 @@ from doppler_gym.topology.types import Topology
 
 
 def warm_up(graph: DataflowGraph, topology: Topology | int | None, config: SimConfig) -> float:
-    """Run :func:`~doppler_gym.sim.api.simulate` (int32 and int64 assignments) and
-    :func:`~doppler_gym.sim.api.simulate_batch` once each on ``graph`` with every op on device 0 and
-    topological priorities; returns the seconds it took.
+    """Simulate ``graph`` with every op on device 0 and topological priorities: three
+    :func:`~doppler_gym.sim.api.simulate` calls (an int64 assignment twice, as the first call packs
+    the problem and later ones take the fast path, then an int32 one) and one
+    :func:`~doppler_gym.sim.api.simulate_batch` call; returns the seconds it took.
 
     The first call of a kernel in a process loads its machine code from Numba's cache (about a
     second in all) or, on a cold cache, compiles it (minutes). A search with a wall-clock budget
