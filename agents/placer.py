@@ -7,7 +7,7 @@ search:
 
 1. decode the greedy placement and compute the usual heuristic starts (critical path, HEFT, round
    robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`.
-   When the decode, at its pace so far, would take over ``DECODE_SHARE`` (a quarter) of the budget,
+   When the decode, at its pace so far, would take over ``decode_share`` (a quarter) of the budget,
    it stops (:class:`~agents.decode.DecodeTimeLimit`, after a few dozen steps) and the search is
    plain local search from the heuristics (``info["decode_skipped"]``): on large graphs and short
    budgets the decode would eat the search's time;
@@ -107,13 +107,13 @@ class PlaceResult:
         }
 
 
-def _decode_limit(search_seconds: float, static_seconds: float) -> float | None:
+def _decode_limit(search_seconds: float, share: float, static_seconds: float) -> float | None:
     """The greedy decode's time limit [s] within a search of ``search_seconds``: what is left of
-    :data:`DECODE_SHARE` of the budget after the decoder's static part; ``None`` (no limit) for the
-    decode alone (0) or an unbounded search (``inf``)."""
-    if search_seconds <= 0 or np.isinf(search_seconds):
+    ``share`` of the budget after the decoder's static part; ``None`` (no limit) for the decode
+    alone (0), an unbounded search or share (``inf``)."""
+    if search_seconds <= 0 or np.isinf(search_seconds) or np.isinf(share):
         return None
-    return max(DECODE_SHARE * float(search_seconds) - static_seconds, 0.0)
+    return max(share * float(search_seconds) - static_seconds, 0.0)
 
 
 def resolve_policy(policy: object, device: str = "cpu") -> tuple[torch.nn.Module, str]:
@@ -166,6 +166,7 @@ def place(
     proposal_share: float = PROPOSAL_SHARE,
     probe_share: float = PROBE_SHARE,
     sample_gap: float = SAMPLE_GAP,
+    decode_share: float = DECODE_SHARE,
 ) -> PlaceResult:
     """Place ``graph`` with a learned policy (module docstring).
 
@@ -195,6 +196,8 @@ def place(
         sample_gap: with ``samples=None``, no sampled decodes when the greedy decode's makespan is over
             ``sample_gap`` times the best heuristic's (default 1.0: only a greedy decode at least as
             good as every heuristic earns samples).
+        decode_share: with ``0 < search_seconds < inf``, the search goes without the policy when the
+            greedy decode would take over this share of the budget (default 0.25; ``inf``: never).
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
@@ -216,6 +219,9 @@ def place(
         raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
     if isinstance(sample_gap, bool) or not isinstance(sample_gap, (int, float, np.floating)) or not sample_gap > 0:
         raise ValueError(f"sample_gap must be a number > 0, got {sample_gap!r}")
+    if isinstance(decode_share, bool) or not isinstance(decode_share, (int, float, np.floating)) \
+            or not decode_share > 0:
+        raise ValueError(f"decode_share must be a number > 0 (inf: never skip the decode), got {decode_share!r}")
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -230,10 +236,11 @@ def place(
     info: dict[str, Any] = {"load_seconds": started - loading}
     greedy: Decoded | None = None
     try:
-        greedy = decoder.run(greedy=True, time_limit=_decode_limit(search_seconds, decoder.static_seconds))
+        greedy = decoder.run(greedy=True,
+                             time_limit=_decode_limit(search_seconds, decode_share, decoder.static_seconds))
     except DecodeTimeLimit as stop:  # the budget is too short for the policy here: plain local search
         info["decode_skipped"] = {"projected_seconds": decoder.static_seconds + stop.projected,
-                                  "limit_seconds": DECODE_SHARE * search_seconds}
+                                  "limit_seconds": decode_share * search_seconds}
     heuristics = default_starts(g, topo, config, seed) if search else []
     rows: list[tuple[Decoded, int]] = []
     decoded: list[Placement] = []

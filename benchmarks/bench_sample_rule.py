@@ -8,6 +8,10 @@ graphs is in bench_place's held-out set or in the shipped policy's training mix 
 30-400 ops), so a rule chosen here is not tuned on the instances it is judged on.
 
     python benchmarks/bench_sample_rule.py --gaps 1.1,1.0 --seeds 0,1,2 --budgets 5,20 --out out/sample_rule
+    python benchmarks/bench_sample_rule.py --decode-shares inf,0.25 --budgets 2,5,20 --out out/decode_share
+
+``--decode-shares`` compares ``decode_share`` values instead (the default sample gap): the share of
+the budget past which the search goes without the greedy decode (``inf``: never).
 
 Wall-clock budgets: run it alone on the machine. Prints one JSON row per (instance, seed, budget),
 then the geometric mean of each rule / plain and of the second rule / the first per budget.
@@ -33,6 +37,8 @@ def main() -> None:
     ap.add_argument("--gaps", default="1.1,1.0", help="sample_gap values, comma-separated")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budgets", default="5,20", help="search budgets [s]")
+    ap.add_argument("--decode-shares", default=None,
+                    help="compare these decode_share values (comma-separated, inf allowed) instead of --gaps")
     ap.add_argument("--out", default="out/sample_rule")
     args = ap.parse_args()
 
@@ -43,7 +49,8 @@ def main() -> None:
     from agents.placer import place, resolve_policy
 
     torch.set_num_threads(1)
-    gaps = [float(x) for x in args.gaps.split(",")]
+    option = "decode_share" if args.decode_shares else "sample_gap"
+    gaps = [float(x) for x in (args.decode_shares or args.gaps).split(",")]
     policy, _ = resolve_policy(None)
     rows = []
     for spec, topo_spec in VALIDATION:
@@ -56,9 +63,10 @@ def main() -> None:
                        "plain": dg.baselines.local_search(graph, topo, config, seed=seed, seconds=budget).makespan}
                 for gap in gaps:
                     r = place(graph, topology=topo, policy=policy, search_seconds=budget, seed=seed, reference=False,
-                              sample_gap=gap)
+                              **{option: gap})
                     row[str(gap)] = {"makespan": r.makespan, "samples": r.info["samples"], "evals": r.info.get("evals"),
-                                     "start": r.info.get("start")}
+                                     "start": r.info.get("start"), "seconds": r.seconds,
+                                     "decode_skipped": "decode_skipped" in r.info}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     out = Path(args.out)
@@ -67,7 +75,7 @@ def main() -> None:
     for budget in sorted({r["budget"] for r in rows}):
         sel = [r for r in rows if r["budget"] == budget]
         ratios = {str(g): gmean([r[str(g)]["makespan"] / r["plain"] for r in sel]) for g in gaps}
-        line = ", ".join(f"sample_gap {g} / plain {v:.4f}" for g, v in ratios.items())
+        line = ", ".join(f"{option} {g} / plain {v:.4f}" for g, v in ratios.items())
         if len(gaps) > 1:
             a, b = str(gaps[0]), str(gaps[1])
             line += f", {b} / {a} {gmean([r[b]['makespan'] / r[a]['makespan'] for r in sel]):.4f}"

@@ -140,6 +140,8 @@ def test_a_budget_too_short_for_the_decode_searches_without_the_policy():
     assert r.makespan == resimulate(big, 4, r.assignment, r.order)
     unbounded = place(big, devices=4, search_seconds=float("inf"), max_evals=256, seed=0, samples=0, reference=False)
     assert "decode_skipped" not in unbounded.info and unbounded.info["greedy_makespan"] is not None
+    always = place(big, devices=4, search_seconds=1e-3, seed=0, samples=0, reference=False, decode_share=float("inf"))
+    assert "decode_skipped" not in always.info and always.info["greedy_makespan"] is not None
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -149,6 +151,8 @@ def test_a_budget_too_short_for_the_decode_searches_without_the_policy():
     ({"proposal_share": 1.5}, ValueError, "proposal_share"),
     ({"probe_share": 0.5}, ValueError, "probe_share"),
     ({"sample_gap": 0.0}, ValueError, "sample_gap"),
+    ({"decode_share": 0.0}, ValueError, "decode_share"),
+    ({"decode_share": True}, ValueError, "decode_share"),
     ({"policy": 3}, TypeError, "policy must be"),
 ])
 def test_place_argument_errors(graph, policy, kwargs, error, match):
