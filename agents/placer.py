@@ -274,7 +274,10 @@ def place(
         # policy is no guide on this instance and the search is plain local_search
         race = bool(decoded) and decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
         starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
-        probs = rows[best_row][0].plc_probs[rows[best_row][1]] if race and proposal_share > 0 else None
+        probs = None
+        if race and proposal_share > 0:
+            d_best, r_best = rows[best_row]
+            probs = d_best.plc_probs[r_best]
         info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race,
                      "proposal": probs is not None})
         left = search_seconds - (time.perf_counter() - started)

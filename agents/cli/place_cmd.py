@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                          f"(DIR/checkpoint.pt, DIR/policy_<stage>.pt or DIR) or leave it out for the shipped policy")
     g = common.graph_from_args(args)
     topology = args.topology if args.topology else (args.devices if args.devices is not None else None)
-    from agents.placer import DECODE_SHARE, place  # torch loads here
+    from agents.placer import place  # torch loads here
 
     result = place(g, topology=topology, policy=args.policy, search_seconds=args.search_seconds, seed=args.seed,
                    samples=args.samples)
@@ -72,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
               + f", {result.info['evals']:,} evaluations")
         skipped = result.info.get("decode_skipped")
         if skipped:
+            share = skipped["limit_seconds"] / result.search_seconds
             print(f"  no decode     it would take about {skipped['projected_seconds']:.1f} s, over "
-                  f"{DECODE_SHARE:.0%} of the budget: plain local search (give more --search-seconds)")
+                  f"{share:.0%} of the budget: plain local search (give more --search-seconds)")
     print(f"  critical path {cp:.6g} {unit}  (x{result.makespan / cp:.3f})" if cp > 0 else "")
     print(f"  HEFT          {heft:.6g} {unit}  (x{result.makespan / heft:.3f})" if heft > 0 else "")
     if args.json:
