@@ -295,9 +295,10 @@ def best_seen(runs: list[list[dict]], extra: list[dict]) -> dict[tuple[str, str]
 
 
 def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | None = None,
-                 against: str = "local_search") -> dict[str, dict]:
+                 against: str = "local_search", candidate: str = "guided") -> dict[str, dict]:
     """Guided against plain local search (``against``: or another search column of the quality rows,
-    e.g. ``"raced_heuristics"``) over several seeds of the quality part.
+    e.g. ``"raced_heuristics"``; ``candidate``: the column in guided's place) over several seeds of
+    the quality part.
 
     ``runs``: the ``quality`` rows of each run (one run per seed, the same instances); ``best``: the
     best makespan seen per instance (:func:`best_seen`), for the headroom. Per budget:
@@ -317,7 +318,7 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
         rows, ratios = [], []
         for key in keys:
             plain = np.array([run[key]["search"][budget][against] for run in by_key])
-            guided = np.array([run[key]["search"][budget]["guided"] for run in by_key])
+            guided = np.array([run[key]["search"][budget][candidate] for run in by_key])
             ratio = float(gmean(guided / plain))
             if np.ptp(plain) == 0 and np.ptp(guided) == 0:
                 significant = plain[0] != guided[0]
@@ -342,9 +343,10 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
     return out
 
 
-def report_seeds(summary: dict[str, dict], runs: list[str], against: str = "plain local search") -> None:
+def report_seeds(summary: dict[str, dict], runs: list[str], against: str = "plain local search",
+                 candidate: str = "Guided") -> None:
     budgets = list(summary)
-    print(f"\nGuided / {against} over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
+    print(f"\n{candidate} / {against} over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
           "in brackets the baseline's seed-to-seed spread (sd / mean); * worse, + better than the baseline "
           "beyond noise (Welch's t-test, p < 0.05)")
     print("\n| graph | topology | " + " | ".join(f"{b} s" for b in budgets) + " |")

@@ -20,6 +20,12 @@ Moves, drawn with equal probability:
         device drawn from the op's row of the ``(n_ops, D)`` proposal (e.g. a learned policy's
         placement probabilities), so the search tries the moves a guide rates likely first.
 
+Moves on the critical chain (``critical_share > 0``): a share of the moves draw their op (the op
+reassigned, the first op of a swap, an op inside the block, the proposal's op) from the critical chain
+of the current assignment's run (:func:`~doppler_gym.sim.critical.critical_chain`), the ops whose
+timing sets the makespan, instead of from all ops; one more :func:`~doppler_gym.sim.api.simulate` per
+accepted move finds the chain. Group moves stay uniform.
+
 Racing the starts (``probe_share > 0`` with two or more ``starts``): the start with the lowest
 makespan is not always the one whose search ends lowest (one local search ends in one of several
 basins). Each start then gets a probe search of ``probe_share`` of the budget, and the best
@@ -45,6 +51,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate, simulate_batch
 from doppler_gym.sim.bounds import makespan_lower_bound, reaches_bound
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.critical import critical_chain
 from doppler_gym.sim.warm import warm_up
 from doppler_gym.topology.types import Topology
 
@@ -66,6 +73,7 @@ def local_search(
     proposal: np.ndarray | None = None,
     proposal_share: float = 0.5,
     probe_share: float = 0.0,
+    critical_share: float = 0.0,
 ) -> Placement:
     """Improve the best of several start placements by batched local search (module docstring).
 
@@ -98,6 +106,8 @@ def local_search(
             best probe's placement; the probes and that search are seeded from ``seed`` and the start's
             index. ``probe_share * len(starts)`` must be below 1. 0: the search starts from the best
             start.
+        critical_share: the share of the moves whose op is drawn from the current critical chain
+            (module docstring), 0..1; 0 (the default): every op is drawn uniformly, as before.
 
     The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
     where that bound holds: one stream per device and no jitter. With jitter each candidate is
@@ -122,11 +132,13 @@ def local_search(
     seed = check_seed(seed, "local_search")
     _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
     proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
+    if not (_is_number(critical_share) and 0.0 <= critical_share <= 1.0):
+        raise ValueError(f"local_search: critical_share must be a number in [0, 1], got {critical_share!r}")
     candidates = _start_placements(graph, topology, config, starts, seed)
     _check_probe_share(probe_share, len(candidates))
     searcher = _Searcher(graph, topology, config, makespan_lower_bound(graph, topology, config),
                          _move_tables(graph), batch_size, patience, kick, temperature, block_max, proposal,
-                         float(proposal_share))
+                         float(proposal_share), float(critical_share))
     if probe_share > 0 and len(candidates) > 1:
         return _race(searcher, candidates, seed, max_evals, seconds, float(probe_share), started)
     return searcher.run(min(candidates, key=lambda p: p.makespan), seed, max_evals, seconds, started)
@@ -149,6 +161,7 @@ class _Searcher:
     block_max: int
     proposal: np.ndarray | None
     proposal_share: float
+    critical_share: float
 
     def run(self, start: Placement, seed: int, max_evals: int | None, seconds: float | None,
             started: float) -> Placement:
@@ -159,9 +172,12 @@ class _Searcher:
         order = start.order
         prio = queue_priorities(order, config)
         n, d = graph.n_ops, topology.n_devices
-        moves = _Moves(graph, d, self.block_max, rng, self.proposal, self.proposal_share, self.tables)
+        moves = _Moves(graph, d, self.block_max, rng, self.proposal, self.proposal_share, self.tables,
+                       self.critical_share, topology, config)
 
         current, cost = start.assignment.copy(), start.makespan
+        if self.critical_share > 0:
+            moves.focus_on(current, prio)
         best, best_cost = current.copy(), cost
         evals = iterations = restarts = stall = 0
         evals_to_best, seconds_to_best = 0, time.perf_counter() - started
@@ -188,11 +204,15 @@ class _Searcher:
                 evals_to_best, seconds_to_best = evals, time.perf_counter() - started
             if scores[k] <= cost or rng.random() < np.exp(-(scores[k] - cost) / (self.temperature * best_cost)):
                 current, cost = batch[k].copy(), float(scores[k])
+                if self.critical_share > 0:
+                    moves.focus_on(current, prio)
             if stall >= self.patience:
                 current = best.copy()
                 for _ in range(self.kick):
                     current = moves.neighbours(current, 1)[0]
                 cost = simulate(graph, current, topology, priorities=prio, config=config).makespan
+                if self.critical_share > 0:
+                    moves.focus_on(current, prio)
                 evals += 1
                 restarts += 1
                 stall = 0
@@ -330,14 +350,25 @@ class _Moves:
     def __init__(
         self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator,
         proposal: np.ndarray | None = None, proposal_share: float = 0.0,
-        tables: tuple[np.ndarray, np.ndarray, int] | None = None,
+        tables: tuple[np.ndarray, np.ndarray, int] | None = None, critical_share: float = 0.0,
+        topology: Topology | None = None, config: SimConfig | None = None,
     ) -> None:
+        self.graph, self.topology, self.config = graph, topology, config
+        self.critical_share = critical_share
+        self.focus = np.arange(graph.n_ops)
         self.n, self.d, self.rng = graph.n_ops, n_devices, rng
         self.proposal = proposal
         self.proposal_share = proposal_share if proposal is not None else 0.0
         self.block_max = min(block_max, max(graph.n_ops, 2))
         self.pos, self.groups, self.n_groups = tables if tables is not None else _move_tables(graph)
         self.kinds = np.array([0, 1, 2, 3] if self.n_groups else [0, 1, 3])  # the group move needs groups
+
+    def focus_on(self, x: np.ndarray, priorities: np.ndarray | None) -> None:
+        """Draw the moved op from the critical chain of ``x``'s run (with ``critical_share``)."""
+        trace = simulate(self.graph, x, self.topology, priorities=priorities, config=self.config)
+        self.focus = critical_chain(self.graph, trace)
+        if self.focus.size == 0:
+            self.focus = np.arange(self.n)
 
     def neighbours(self, x: np.ndarray, size: int) -> np.ndarray:
         """``(size, n_ops) int64``: ``size`` random neighbours of ``x``."""
@@ -348,6 +379,9 @@ class _Moves:
             kind = np.where(rng.random(size) < self.proposal_share, 4, kind)
         rows = np.arange(size)
         i, j = rng.integers(0, n, size), rng.integers(0, n, size)
+        if self.critical_share > 0:
+            on_chain = rng.random(size) < self.critical_share
+            i = np.where(on_chain, self.focus[rng.integers(0, self.focus.size, size)], i)
         dev = rng.integers(0, d, size)
         r = rows[kind == 0]  # reassign to another device
         out[r, i[r]] = (x[i[r]] + 1 + rng.integers(0, d - 1, r.size)) % d
@@ -362,7 +396,10 @@ class _Moves:
         r = rows[kind == 3]  # block of consecutive ops in topological order
         if r.size:
             length = rng.integers(2, self.block_max + 1, r.size)
-            first = rng.integers(0, n, r.size)
+            if self.critical_share > 0:  # the block holds op i (so a chain op when drawn from the chain)
+                first = self.pos[i[r]] - rng.integers(0, length)
+            else:
+                first = rng.integers(0, n, r.size)
             inside = (self.pos[None, :] >= first[:, None]) & (self.pos[None, :] < (first + length)[:, None])
             out[r] = np.where(inside, dev[r, None], out[r])
         r = rows[kind == 4]  # proposal: op i to a device drawn from its proposal row, its own excluded
