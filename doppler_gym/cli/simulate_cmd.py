@@ -15,6 +15,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.critical import critical_chain
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
@@ -128,6 +129,11 @@ def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bo
     ratio = trace.makespan / bound if bound > 0 else float("nan")
     print(f"lower bound   {common.fmt_time(bound, unit)}  (makespan / bound = {ratio:.3f})")
     print(f"transfers     {n_x} of {g.n_edges} edges cross devices")
+    chain = critical_chain(g, trace)
+    computing = float(np.sum(trace.end[chain] - trace.start[chain]))
+    share = computing / trace.makespan if trace.makespan > 0 else float("nan")
+    print(f"critical chain {chain.size} ops computing {common.fmt_time(computing, unit)} ({share:.1%} of the "
+          f"makespan; the rest is transfers and queueing)")
     counts = np.bincount(trace.assignment, minlength=trace.n_devices)
     busy, util = trace.device_busy, trace.utilisation
     print(f"{'device':<14}{'ops':>5}  {'busy':>20}  {'utilisation':>11}")
@@ -181,6 +187,7 @@ def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, t
         "start": trace.start.tolist(),
         "end": trace.end.tolist(),
         "device_busy": trace.device_busy.tolist(),
+        "critical_chain": critical_chain(g, trace).tolist(),
     }
     if trace.memory is not None:
         mem = trace.memory

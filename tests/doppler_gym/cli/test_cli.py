@@ -91,6 +91,11 @@ def test_simulate_kinds(capsys, tmp_path, kind, expected):
     assert field(out, "makespan") == f"{expected:.2f} paper units"
     assert field(out, "lower bound").startswith(f"56.70 paper units  (makespan / bound = {expected / FFNN_LB:.3f})")
     assert "dev3" in out and "%" in out
+    chain = data["critical_chain"]
+    assert data["end"][chain[-1]] == pytest.approx(data["makespan"]) and data["start"][chain[0]] == 0.0
+    if kind == "single":  # one device, never idle: every op is on the chain, computing all the time
+        assert sorted(chain) == list(range(g.n_ops))
+        assert field(out, "critical chain").startswith(f"{g.n_ops} ops computing {expected:.2f} paper units (100.0%")
 
 
 def test_simulate_file_input_text_and_json(capsys, tmp_path):
