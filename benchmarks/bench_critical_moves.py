@@ -61,13 +61,14 @@ def run(instances, shares: list[float], seeds: list[int], budgets: list[float], 
     return rows
 
 
-def report(rows: list[dict], shares: list[float]) -> None:
+def report(rows: list[dict], shares: list[float], unit: str) -> None:
     seeds = sorted({r["seed"] for r in rows})
     runs = [[r for r in rows if r["seed"] == s] for s in seeds]
     for share in shares:
         print(f"\n### critical_share={share} / plain local search ({len(seeds)} seeds)")
         summary = seed_summary(runs, against="local_search", candidate=f"critical={share}")
-        report_seeds(summary, [f"seed {s}" for s in seeds], candidate=f"critical_share={share}")
+        report_seeds(summary, [f"seed {s}" for s in seeds], candidate=f"critical_share={share}",
+                     unit=unit)
 
 
 def main() -> None:
@@ -84,7 +85,8 @@ def main() -> None:
     shares = [float(s) for s in args.shares.split(",")]
     out = Path(args.out) / "results.json"
     if args.report:
-        report(json.loads(out.read_text())["rows"], shares)
+        saved = json.loads(out.read_text())
+        report(saved["rows"], shares, "evals" if saved["args"]["evals"] else "s")
         return
     instances = QUALITY if args.set == "heldout" else (*SMALL_VALIDATION, *VALIDATION)
     rows = run(instances, shares, [int(s) for s in args.seeds.split(",")],
@@ -93,7 +95,7 @@ def main() -> None:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
     tmp.replace(out)
-    report(rows, shares)
+    report(rows, shares, "evals" if args.evals else "s")
 
 
 if __name__ == "__main__":

@@ -344,12 +344,12 @@ def seed_summary(runs: list[list[dict]], best: dict[tuple[str, str], float] | No
 
 
 def report_seeds(summary: dict[str, dict], runs: list[str], against: str = "plain local search",
-                 candidate: str = "Guided") -> None:
+                 candidate: str = "Guided", unit: str = "s") -> None:
     budgets = list(summary)
     print(f"\n{candidate} / {against} over the runs {', '.join(runs)}: geometric mean over the seeds per instance; "
           "in brackets the baseline's seed-to-seed spread (sd / mean); * worse, + better than the baseline "
           "beyond noise (Welch's t-test, p < 0.05)")
-    print("\n| graph | topology | " + " | ".join(f"{b} s" for b in budgets) + " |")
+    print("\n| graph | topology | " + " | ".join(f"{b} {unit}" for b in budgets) + " |")
     print("|---|---|" + "---:|" * len(budgets))
     for i, r in enumerate(summary[budgets[0]]["rows"]):
         cells = []
@@ -361,11 +361,11 @@ def report_seeds(summary: dict[str, dict], runs: list[str], against: str = "plai
     for b in budgets:
         s = summary[b]
         rows = s["rows"]
-        print(f"budget {b} s: geometric mean {s['gmean']:.4f} (95% bootstrap interval {s['ci95'][0]:.4f}-"
+        print(f"budget {b} {unit}: geometric mean {s['gmean']:.4f} (95% bootstrap interval {s['ci95'][0]:.4f}-"
               f"{s['ci95'][1]:.4f}); worse beyond noise on {sum(r['beyond_noise'] == 'worse' for r in rows)}, "
               f"better on {sum(r['beyond_noise'] == 'better' for r in rows)} of {len(rows)}")
         if s["headroom_gmean"] is not None:
-            print(f"budget {b} s: best seen / mean plain local search (the headroom) geometric mean "
+            print(f"budget {b} {unit}: best seen / mean plain local search (the headroom) geometric mean "
                   f"{s['headroom_gmean']:.4f} over {sum(r['headroom'] is not None for r in rows)} instances")
 
 
