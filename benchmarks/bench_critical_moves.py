@@ -11,6 +11,13 @@ instances (``--set heldout``, where it is judged)::
     python benchmarks/bench_critical_moves.py --set heldout --shares 0.3 --seeds 0,1 --out out/crit_heldout
     python benchmarks/bench_critical_moves.py --set heldout --shares 0.3 --evals 50000 --max-ops 1000 \
         --out out/crit_evals
+    python benchmarks/bench_critical_moves.py --set heldout --shares 0.5 --budgets 2 --max-ops 1000 \
+        --oracle 100000 --out out/crit_oracle
+
+``--oracle EVALS`` adds the most a per-op move proposal can carry: per instance, the best of three
+plain searches of ``EVALS`` evaluations is the oracle, and local search with every op's proposal row
+pointing at its device there (``proposal_share=0.5``), without and with ``critical_share=0.5``, runs
+beside plain; the report adds the oracle's makespan / plain.
 
 Wall-clock budgets: run it alone on the machine. Writes ``OUT/results.json`` (one row per instance,
 seed, share and budget) and prints, per share and budget, the geometric mean over instances of the
@@ -33,10 +40,25 @@ SMALL_VALIDATION = (  # random DAGs of 500-1,000 ops: in neither the held-out se
 )
 
 
+def oracle_proposal(graph, topo, config, evals: int):
+    """The oracle: the best of three plain local searches of ``evals`` evaluations (seeds 100-102), and
+    its ``(n_ops, D)`` one-hot proposal (every op pointed at its device there)."""
+    import numpy as np
+
+    import doppler_gym as dg
+
+    best = min((dg.baselines.local_search(graph, topo, config, seed=100 + k, max_evals=evals, seconds=None)
+                for k in range(3)), key=lambda p: p.makespan)
+    proposal = np.zeros((graph.n_ops, topo.n_devices))
+    proposal[np.arange(graph.n_ops), best.assignment] = 1.0
+    return best, proposal
+
+
 def run(instances, shares: list[float], seeds: list[int], budgets: list[float], evals: int | None,
-        max_ops: int | None) -> list[dict]:
-    """One row per (instance, seed): ``search[budget]`` holds plain's makespan (``local_search``) and
-    each share's (``critical=<share>``), and the evaluations each ran."""
+        max_ops: int | None, oracle_evals: int | None = None) -> list[dict]:
+    """One row per (instance, seed): ``search[budget]`` holds plain's makespan (``local_search``), each
+    share's (``critical=<share>``) and, with ``oracle_evals``, the oracle proposal's without and with
+    critical-chain moves (``oracle``, ``oracle+critical=0.5``), and the evaluations each ran."""
     import doppler_gym as dg
 
     rows = []
@@ -46,14 +68,20 @@ def run(instances, shares: list[float], seeds: list[int], budgets: list[float], 
             continue
         topo = dg.instances.resolve_topology(topo_spec)
         config = dg.instances.default_config(graph)
+        variants = {"local_search": {}, **{f"critical={s}": {"critical_share": s} for s in shares}}
+        oracle = None
+        if oracle_evals:
+            oracle, proposal = oracle_proposal(graph, topo, config, oracle_evals)
+            variants.update({"oracle": {"proposal": proposal},
+                             "oracle+critical=0.5": {"proposal": proposal, "critical_share": 0.5}})
         for seed in seeds:
-            row = {"graph": spec, "n_ops": graph.n_ops, "topology": topo.name, "seed": seed, "search": {}}
+            row = {"graph": spec, "n_ops": graph.n_ops, "topology": topo.name, "seed": seed, "search": {},
+                   "oracle_makespan": None if oracle is None else oracle.makespan}
             for budget in ([evals] if evals else budgets):
                 bound = {"max_evals": budget, "seconds": None} if evals else {"seconds": budget}
                 cell = {}
-                for share in [0.0, *shares]:
-                    p = dg.baselines.local_search(graph, topo, config, seed=seed, critical_share=share, **bound)
-                    key = "local_search" if share == 0.0 else f"critical={share}"
+                for key, options in variants.items():
+                    p = dg.baselines.local_search(graph, topo, config, seed=seed, **options, **bound)
                     cell[key], cell[key + "_evals"], cell[key + "_wall"] = p.makespan, p.info["evals"], p.seconds
                 row["search"][str(budget)] = cell
             rows.append(row)
@@ -61,14 +89,24 @@ def run(instances, shares: list[float], seeds: list[int], budgets: list[float], 
     return rows
 
 
-def report(rows: list[dict], shares: list[float], unit: str) -> None:
+def report(rows: list[dict], unit: str) -> None:
     seeds = sorted({r["seed"] for r in rows})
     runs = [[r for r in rows if r["seed"] == s] for s in seeds]
-    for share in shares:
-        print(f"\n### critical_share={share} / plain local search ({len(seeds)} seeds)")
-        summary = seed_summary(runs, against="local_search", candidate=f"critical={share}")
-        report_seeds(summary, [f"seed {s}" for s in seeds], candidate=f"critical_share={share}",
-                     unit=unit)
+    first = next(iter(rows[0]["search"].values()))
+    for key in (k for k in first if k != "local_search" and not k.endswith(("_evals", "_wall"))):
+        print(f"\n### {key} / plain local search ({len(seeds)} seeds)")
+        summary = seed_summary(runs, against="local_search", candidate=key)
+        report_seeds(summary, [f"seed {s}" for s in seeds], candidate=key, unit=unit)
+    if rows[0]["oracle_makespan"] is not None:
+        from scipy.stats import gmean
+
+        for budget in rows[0]["search"]:
+            plain = {}
+            for r in rows:
+                plain.setdefault((r["graph"], r["topology"]), []).append(r["search"][budget]["local_search"])
+            oracle = {(r["graph"], r["topology"]): r["oracle_makespan"] for r in rows}
+            room = gmean([oracle[k] / (sum(v) / len(v)) for k, v in plain.items()])
+            print(f"budget {budget} {unit}: the oracle placement / mean plain local search, geometric mean {room:.4f}")
 
 
 def main() -> None:
@@ -79,6 +117,8 @@ def main() -> None:
     ap.add_argument("--budgets", default="2,5", help="wall-clock budgets [s], comma-separated")
     ap.add_argument("--evals", type=int, default=None, help="a budget in evaluations instead of wall clock")
     ap.add_argument("--max-ops", type=int, default=None, help="skip larger graphs")
+    ap.add_argument("--oracle", type=int, default=None, metavar="EVALS",
+                    help="also search with the oracle proposal: the best of 3 plain searches of EVALS evaluations")
     ap.add_argument("--out", default="out/bench_critical_moves")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
     args = ap.parse_args()
@@ -86,16 +126,16 @@ def main() -> None:
     out = Path(args.out) / "results.json"
     if args.report:
         saved = json.loads(out.read_text())
-        report(saved["rows"], shares, "evals" if saved["args"]["evals"] else "s")
+        report(saved["rows"], "evals" if saved["args"]["evals"] else "s")
         return
     instances = QUALITY if args.set == "heldout" else (*SMALL_VALIDATION, *VALIDATION)
     rows = run(instances, shares, [int(s) for s in args.seeds.split(",")],
-               [float(b) for b in args.budgets.split(",")], args.evals, args.max_ops)
+               [float(b) for b in args.budgets.split(",")], args.evals, args.max_ops, args.oracle)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
     tmp.replace(out)
-    report(rows, shares, "evals" if args.evals else "s")
+    report(rows, "evals" if args.evals else "s")
 
 
 if __name__ == "__main__":
