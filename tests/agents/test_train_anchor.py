@@ -81,6 +81,9 @@ def test_the_anchor_keeps_the_imitated_placement_through_aggressive_rl(tmp_path)
           "rl_lr": 1e-2, "rl_lr_final": 1e-2, "target_kl": None, "ent_coef": 0.05}
     teacher = min(teacher_makespans(small_args(tmp_path / "t", **kw)))
     free = train(small_args(tmp_path / "free", rl_anchor_coef=0.0, **kw))
-    anchored = train(small_args(tmp_path / "anchored", rl_anchor_coef=1.0, rl_anchor_updates=16, **kw))
+    # 32 anchor steps per PPO update hold the teacher with a margin. On train seeds 0-3 (2026-12-02; torch
+    # 2.13, torch-geometric 2.8.1, SB3 2.9.2) 32 steps, or 16 at coefficient 2, kept the teacher's placement
+    # on all four; 16 at coefficient 1 on three (seed 0 drifted off in the last updates); no anchor on one.
+    anchored = train(small_args(tmp_path / "anchored", rl_anchor_coef=1.0, rl_anchor_updates=32, **kw))
     assert anchored["makespan"] == pytest.approx(teacher, rel=1e-9)
     assert free["makespan"] != pytest.approx(teacher, rel=1e-9)  # without it the same RL leaves the teacher
