@@ -1,5 +1,8 @@
 """Wall clock of a batched local search by batch size and Numba threads, alone or beside a copy.
 
+The thread counts are every thread Numba has, one, and tuned between the two (``local_search(threads=None)``, the
+default: :class:`~doppler_gym.sim.threads.ThreadTuner` measures both and keeps the faster).
+
 Each ``simulate_batch`` call of :func:`~doppler_gym.baselines.local_search` is one Numba parallel
 launch. On a CPU that another process keeps busy, the launch's threads wait for each other at every
 call, which costs most at small batches (``docs/results/train_default.md``). ``--beside`` starts a
@@ -37,7 +40,6 @@ def main() -> None:
     import numba
 
     import doppler_gym as dg
-    from doppler_gym.sim.threads import numba_threads
 
     other = None
     if args.beside:
@@ -52,13 +54,14 @@ def main() -> None:
     where += f", GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}"
     print(f"| batch | threads | seconds ({args.evals} evaluations, {where}) |")
     print("|---:|---:|---:|")
-    for threads in sorted({numba.config.NUMBA_NUM_THREADS, 1}, reverse=True):
+    for threads in [*sorted({numba.config.NUMBA_NUM_THREADS, 1}, reverse=True), None]:
         for batch in (int(b) for b in args.batches.split(",")):
-            with numba_threads(threads):
-                started = time.perf_counter()
-                dg.baselines.local_search(graph, topology, config, seconds=None, max_evals=args.evals,
-                                          batch_size=batch)
-            print(f"| {batch} | {threads} | {time.perf_counter() - started:.2f} |", flush=True)
+            started = time.perf_counter()
+            p = dg.baselines.local_search(graph, topology, config, seconds=None, max_evals=args.evals,
+                                          batch_size=batch, threads=threads)
+            label = threads if threads is not None else (
+                f"tuned (ended on {p.info['numba_threads']}, threads ran {p.info['numba_utilisation']:.0%})")
+            print(f"| {batch} | {label} | {time.perf_counter() - started:.2f} |", flush=True)
     if other is not None:
         other.wait()
 

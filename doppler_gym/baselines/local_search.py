@@ -52,6 +52,7 @@ from doppler_gym.sim.api import simulate, simulate_batch
 from doppler_gym.sim.bounds import makespan_lower_bound, reaches_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.critical import critical_chain
+from doppler_gym.sim.threads import ThreadTuner
 from doppler_gym.sim.warm import warm_up
 from doppler_gym.topology.types import Topology
 
@@ -74,6 +75,7 @@ def local_search(
     proposal_share: float = 0.5,
     probe_share: float = 0.0,
     critical_share: float = 0.0,
+    threads: int | None = None,
 ) -> Placement:
     """Improve the best of several start placements by batched local search (module docstring).
 
@@ -108,6 +110,9 @@ def local_search(
             start.
         critical_share: the share of the moves whose op is drawn from the current critical chain
             (module docstring), 0..1; 0 (the default): every op is drawn uniformly, as before.
+        threads: Numba threads for the batches; ``None`` (the default): one or Numba's current count,
+            whichever the search measures as faster on the machine as it is loaded now
+            (:class:`~doppler_gym.sim.threads.ThreadTuner`). Only the wall clock depends on it.
 
     The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
     where that bound holds: one stream per device and no jitter. With jitter each candidate is
@@ -118,10 +123,12 @@ def local_search(
         A :class:`Placement` (``order`` = the start's order). ``info``: ``evals``,
         ``iterations``, ``restarts``, ``start`` (name) and ``start_makespan``, ``stopped``
         (``"lower_bound"``, ``"max_evals"``, ``"seconds"``, or ``"no_moves"`` with one device), ``seconds_to_best``,
-        ``evals_to_best`` and ``lower_bound``. After a race ``evals``, ``iterations`` and ``restarts``
-        count the probes too, ``start`` is the start whose probe won, and ``probes`` lists each
-        probe's ``start``, ``start_makespan``, ``makespan`` and ``evals`` (the probes stop at the
-        first one that reaches the lower bound).
+        ``evals_to_best``, ``lower_bound``, ``numba_threads`` (the thread count last chosen for the
+        batches, see ``threads``) and ``numba_utilisation`` (the share of their wall clock the
+        threads ran in the last measurement; ``None`` when nothing was measured). After a race ``evals``,
+        ``iterations`` and ``restarts`` count the probes too, ``start`` is the start whose probe
+        won, and ``probes`` lists each probe's ``start``, ``start_makespan``, ``makespan`` and
+        ``evals`` (the probes stop at the first one that reaches the lower bound).
 
     Raises:
         ValueError: no budget (both ``max_evals`` and ``seconds`` ``None``) or a bad option.
@@ -132,13 +139,15 @@ def local_search(
     seed = check_seed(seed, "local_search")
     _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
     proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
+        raise ValueError(f"local_search: threads must be an integer >= 1 or None, got {threads!r}")
     if not (_is_number(critical_share) and 0.0 <= critical_share <= 1.0):
         raise ValueError(f"local_search: critical_share must be a number in [0, 1], got {critical_share!r}")
     candidates = _start_placements(graph, topology, config, starts, seed)
     _check_probe_share(probe_share, len(candidates))
     searcher = _Searcher(graph, topology, config, makespan_lower_bound(graph, topology, config),
                          _move_tables(graph), batch_size, patience, kick, temperature, block_max, proposal,
-                         float(proposal_share), float(critical_share))
+                         float(proposal_share), float(critical_share), None if threads is None else int(threads))
     if probe_share > 0 and len(candidates) > 1:
         return _race(searcher, candidates, seed, max_evals, seconds, float(probe_share), started)
     return searcher.run(min(candidates, key=lambda p: p.makespan), seed, max_evals, seconds, started)
@@ -162,6 +171,7 @@ class _Searcher:
     proposal: np.ndarray | None
     proposal_share: float
     critical_share: float
+    threads: int | None
 
     def run(self, start: Placement, seed: int, max_evals: int | None, seconds: float | None,
             started: float) -> Placement:
@@ -180,6 +190,7 @@ class _Searcher:
             moves.focus_on(current, prio)
         best, best_cost = current.copy(), cost
         evals = iterations = restarts = stall = 0
+        tuner = ThreadTuner(None if self.threads is None else [self.threads])
         evals_to_best, seconds_to_best = 0, time.perf_counter() - started
         stopped = "lower_bound"
         while not reaches_bound(best_cost, bound, config):
@@ -194,7 +205,8 @@ class _Searcher:
                 break
             size = self.batch_size if max_evals is None else min(self.batch_size, max_evals - evals)
             batch = moves.neighbours(current, size)
-            scores = simulate_batch(graph, batch, topology, priorities=prio, config=config)
+            with tuner.timed(size):  # one Numba thread or all, whichever is faster on this machine now
+                scores = simulate_batch(graph, batch, topology, priorities=prio, config=config)
             evals += size
             iterations += 1
             k = int(np.lexsort((rng.random(size), scores))[0])
@@ -219,7 +231,8 @@ class _Searcher:
         info = {
             "seed": seed, "evals": evals, "iterations": iterations, "restarts": restarts, "start": start.name,
             "start_makespan": start.makespan, "stopped": stopped, "evals_to_best": evals_to_best,
-            "seconds_to_best": seconds_to_best, "lower_bound": bound,
+            "seconds_to_best": seconds_to_best, "lower_bound": bound, "numba_threads": tuner.chosen,
+            "numba_utilisation": tuner.utilisation,
         }
         return finish("local_search", graph, topology, config, best, order, started, info)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import numba
@@ -27,3 +28,89 @@ def numba_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         numba.set_num_threads(before)
+
+
+class ThreadTuner:
+    """Picks the Numba thread count of a loop of parallel calls by timing the calls themselves.
+
+    Alone on a CPU, every thread Numba has is fastest; beside another busy process, one thread is
+    (OpenMP's idle threads spin and take the cores the working ones need: a 16-row local search ran
+    5x slower with two threads than with one beside a copy of itself, ``docs/results/train_default.md``).
+    A call cannot see the machine's load, but a loop of calls can time itself. Each round of the
+    tuner runs ``window`` calls with the most threads (by default the count set now) and takes their
+    CPU time against their wall clock: the share of those threads' time they ran. Only when it is
+    below ``busy`` (the cores are shared) does it also run ``window`` calls with each other count
+    (by default one thread) and keep the count with the lower seconds per unit of work. Then the
+    kept count runs ``revisit`` calls, and a new round measures again (the load changes). The counts
+    change only the wall clock, never a result.
+
+    Use::
+
+        tuner = ThreadTuner()
+        while ...:
+            with tuner.timed(rows):  # rows: the call's work (e.g. the batch's rows)
+                simulate_batch(...)
+    """
+
+    def __init__(self, counts: Sequence[int] | None = None, window: int = 2, revisit: int = 64,
+                 busy: float = 0.75) -> None:
+        """``counts``: the thread counts to choose from (each capped at ``numba.config.NUMBA_NUM_THREADS``);
+        ``None``: the count set now (``numba.get_num_threads()``, so code run under ``numba_threads(1)``
+        stays on one thread) and one; a single count: always that one."""
+        if window < 1 or revisit < 1 or not 0.0 < busy <= 1.0:
+            raise ValueError(f"ThreadTuner: window and revisit must be >= 1 and busy in (0, 1], got {window}, "
+                             f"{revisit} and {busy}")
+        top = numba.config.NUMBA_NUM_THREADS
+        counts = (numba.get_num_threads(), 1) if counts is None else tuple(counts)
+        if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+            raise ValueError(f"ThreadTuner: thread counts must be integers >= 1, got {counts!r}")
+        self.candidates = sorted({min(c, top) for c in counts}, reverse=True)  # the most threads first
+        self.window, self.revisit, self.busy = window, revisit, busy
+        self.chosen = self.candidates[0]
+        self.utilisation: float | None = None  # CPU / (wall x threads) of the last round's first calls
+        self._start_round()
+
+    def _start_round(self) -> None:
+        self._plan = [self.candidates[0]] * self.window if len(self.candidates) > 1 else []
+        self._compared = False
+        self._seconds = dict.fromkeys(self.candidates, 0.0)
+        self._work = dict.fromkeys(self.candidates, 0.0)
+        self._cpu = 0.0
+        self._left = self.revisit
+
+    def threads(self) -> int:
+        """The thread count for the next call."""
+        return self._plan[0] if self._plan else self.chosen
+
+    def record(self, threads: int, seconds: float, work: float, cpu_seconds: float | None = None) -> None:
+        """Count one call that ran ``work`` units in ``seconds`` of wall clock and ``cpu_seconds`` of
+        the process's CPU time (``None``: unknown, taken as all threads busy) with ``threads`` threads."""
+        if not self._plan:
+            self._left -= 1
+            if self._left <= 0:
+                self._start_round()
+            return
+        self._plan.pop(0)
+        self._seconds[threads] += seconds
+        self._work[threads] += work
+        self._cpu += seconds * threads if cpu_seconds is None else cpu_seconds
+        if self._plan:
+            return
+        if not self._compared:
+            top = self.candidates[0]
+            self.utilisation = self._cpu / max(self._seconds[top] * top, 1e-12)
+            if self.utilisation < self.busy:  # the cores are shared: try the other counts too
+                self._compared = True
+                self._plan = [k for k in self.candidates[1:] for _ in range(self.window)]
+                return
+        per_work = {k: self._seconds[k] / self._work[k] for k in self.candidates if self._work[k] > 0}
+        self.chosen = min(per_work, key=per_work.get)
+
+    @contextmanager
+    def timed(self, work: float) -> Iterator[None]:
+        """Run the block with :meth:`threads` threads and :meth:`record` its wall clock and CPU time."""
+        k = self.threads()
+        began, cpu = time.perf_counter(), time.process_time()
+        with numba_threads(k):
+            yield
+        self.record(k, time.perf_counter() - began, work, time.process_time() - cpu)

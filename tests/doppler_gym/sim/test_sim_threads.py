@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import doppler_gym as dg
-from doppler_gym.sim.threads import numba_threads
+from doppler_gym.sim.threads import ThreadTuner, numba_threads
 
 SCRIPT = """
 import numpy as np, torch, doppler_gym as dg
@@ -64,3 +64,75 @@ def test_one_thread_gives_the_makespans_of_the_default_threads() -> None:
 def test_a_bad_thread_count_is_refused(bad: object) -> None:
     with pytest.raises(ValueError, match="threads must be an integer >= 1"), numba_threads(bad):
         pass
+
+
+def _two_counts() -> int:
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba started with one thread: the tuner has one candidate")
+    return 2
+
+
+def _feed(tuner: ThreadTuner, calls: int, cost: dict, share_run: float, change_at: int | None = None,
+          cost_after: dict | None = None) -> list[int]:
+    """The thread counts ``tuner`` picks over ``calls`` calls of 10 rows each costing ``cost[k]`` s per
+    row with ``k`` threads, whose threads run ``share_run`` of their wall clock (a CPU-time reading)."""
+    seen = []
+    for call in range(calls):
+        if call == change_at:
+            cost = cost_after
+        k = tuner.threads()
+        seen.append(k)
+        tuner.record(k, cost[k] * 10, 10, cpu_seconds=cost[k] * 10 * k * share_run)
+    return seen
+
+
+def test_the_tuner_tries_one_thread_only_when_its_threads_do_not_get_the_cores():
+    two = _two_counts()
+    # alone: the threads run all their time, so one thread is never tried (even were it faster)
+    alone = ThreadTuner((1, two), window=2, revisit=3)
+    assert alone.candidates == [2, 1]
+    assert _feed(alone, 10, {1: 1.0, 2: 3.0}, share_run=1.0) == [2] * 10
+    assert alone.utilisation == pytest.approx(1.0)
+    # shared cores (the threads run half their time): each round measures 2 threads, then 1, keeps the faster
+    busy = ThreadTuner((1, two), window=2, revisit=3)
+    seen = _feed(busy, 14, {1: 1.0, 2: 3.0}, share_run=0.5, change_at=7, cost_after={1: 1.0, 2: 0.5})
+    # a round: 2 calls with 2 threads, 2 with 1, then 3 with the faster; the machine frees up at call 7
+    assert seen == [2, 2, 1, 1, 1, 1, 1, 2, 2, 1, 1, 2, 2, 2]
+    assert busy.chosen == 2 and busy.utilisation == pytest.approx(0.5)
+
+
+def test_the_tuner_weighs_by_work_and_has_one_candidate_when_capped():
+    tuner = ThreadTuner((1, _two_counts()), window=1, revisit=1)
+    tuner.record(2, 0.5, 2, cpu_seconds=0.2)  # 0.25 s per row, its threads ran 20% of the time
+    tuner.record(1, 1.0, 10)  # 0.1 s per row: more time, but faster per row
+    assert tuner.chosen == 1 and tuner.threads() == 1
+    single = ThreadTuner([1], window=3, revisit=5)
+    for _ in range(9):  # one candidate: nothing to measure
+        assert single.threads() == 1
+        single.record(1, 1.0, 1)
+    assert ThreadTuner([10_000]).candidates == [numba.config.NUMBA_NUM_THREADS]  # capped
+    with numba_threads(1):  # the default candidates: the count set now, and one
+        assert ThreadTuner().candidates == [1]
+    assert ThreadTuner().candidates == sorted({1, numba.get_num_threads()}, reverse=True)
+    for bad in ({"window": 0}, {"revisit": 0}, {"busy": 0.0}, {"busy": 1.5}):
+        with pytest.raises(ValueError, match="window and revisit must be >= 1 and busy in"):
+            ThreadTuner(**bad)
+    for bad in ([], [0], [True], [1.5]):
+        with pytest.raises(ValueError, match="thread counts must be integers >= 1"):
+            ThreadTuner(bad)
+
+
+def test_local_search_gives_the_same_placement_with_one_thread_or_all():
+    graph = dg.workloads.make("random", n_ops=80, levels=8, seed=2)
+    results = []
+    for threads in (1, _two_counts()):
+        p = dg.baselines.local_search(graph, 3, seed=1, max_evals=1024, seconds=None, batch_size=64, threads=threads)
+        results.append((p.assignment.tolist(), p.makespan))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.0, True])
+def test_local_search_refuses_a_bad_thread_count(bad):
+    graph = dg.workloads.make("random", n_ops=10, levels=3, seed=0)
+    with pytest.raises(ValueError, match="threads must be an integer >= 1 or None"):
+        dg.baselines.local_search(graph, 2, max_evals=10, threads=bad)
