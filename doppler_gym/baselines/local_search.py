@@ -53,6 +53,7 @@ from doppler_gym.sim.bounds import makespan_lower_bound, reaches_bound
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.critical import critical_chain
 from doppler_gym.sim.threads import ThreadTuner
+from doppler_gym.sim.trace import Trace
 from doppler_gym.sim.warm import warm_up
 from doppler_gym.topology.types import Topology
 
@@ -183,11 +184,11 @@ class _Searcher:
         prio = queue_priorities(order, config)
         n, d = graph.n_ops, topology.n_devices
         moves = _Moves(graph, d, self.block_max, rng, self.proposal, self.proposal_share, self.tables,
-                       self.critical_share, topology, config)
+                       self.critical_share)
 
         current, cost = start.assignment.copy(), start.makespan
         if self.critical_share > 0:
-            moves.focus_on(current, prio)
+            moves.focus_on(simulate(graph, current, topology, priorities=prio, config=config))
         best, best_cost = current.copy(), cost
         evals = iterations = restarts = stall = 0
         tuner = ThreadTuner(None if self.threads is None else [self.threads])
@@ -217,14 +218,15 @@ class _Searcher:
             if scores[k] <= cost or rng.random() < np.exp(-(scores[k] - cost) / (self.temperature * best_cost)):
                 current, cost = batch[k].copy(), float(scores[k])
                 if self.critical_share > 0:
-                    moves.focus_on(current, prio)
+                    moves.focus_on(simulate(graph, current, topology, priorities=prio, config=config))
             if stall >= self.patience:
                 current = best.copy()
                 for _ in range(self.kick):
                     current = moves.neighbours(current, 1)[0]
-                cost = simulate(graph, current, topology, priorities=prio, config=config).makespan
+                trace = simulate(graph, current, topology, priorities=prio, config=config)
+                cost = trace.makespan
                 if self.critical_share > 0:
-                    moves.focus_on(current, prio)
+                    moves.focus_on(trace)
                 evals += 1
                 restarts += 1
                 stall = 0
@@ -364,9 +366,8 @@ class _Moves:
         self, graph: DataflowGraph, n_devices: int, block_max: int, rng: np.random.Generator,
         proposal: np.ndarray | None = None, proposal_share: float = 0.0,
         tables: tuple[np.ndarray, np.ndarray, int] | None = None, critical_share: float = 0.0,
-        topology: Topology | None = None, config: SimConfig | None = None,
     ) -> None:
-        self.graph, self.topology, self.config = graph, topology, config
+        self.graph = graph
         self.critical_share = critical_share
         self.focus = np.arange(graph.n_ops)
         self.n, self.d, self.rng = graph.n_ops, n_devices, rng
@@ -376,9 +377,9 @@ class _Moves:
         self.pos, self.groups, self.n_groups = tables if tables is not None else _move_tables(graph)
         self.kinds = np.array([0, 1, 2, 3] if self.n_groups else [0, 1, 3])  # the group move needs groups
 
-    def focus_on(self, x: np.ndarray, priorities: np.ndarray | None) -> None:
-        """Draw the moved op from the critical chain of ``x``'s run (with ``critical_share``)."""
-        trace = simulate(self.graph, x, self.topology, priorities=priorities, config=self.config)
+    def focus_on(self, trace: Trace) -> None:
+        """Draw the moved op from the critical chain of ``trace`` (the current assignment's run) with
+        ``critical_share``."""
         self.focus = critical_chain(self.graph, trace)
         if self.focus.size == 0:
             self.focus = np.arange(self.n)

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     assignment = make_assignment(args.assignment, g, topo.n_devices, args.seed)
     trace = simulate(g, assignment, topology=topo, priorities=common.priorities_for(g, topo, config), config=config)
     bound = makespan_lower_bound(g, topo, config)
-    report(g, topo, config, trace, bound, label=args.assignment)
+    chain = critical_chain(g, trace)
+    report(g, topo, config, trace, bound, label=args.assignment, chain=chain)
     if args.gantt:
         from doppler_gym.sim.gantt import plot_gantt
 
@@ -113,12 +114,14 @@ def run(args: argparse.Namespace) -> int:
                    memory=trace.memory is not None)
         print(f"gantt chart   {args.gantt}")
     if args.json:
-        write_json(args.json, g, topo, config, trace, bound)
+        write_json(args.json, g, topo, config, trace, bound, chain)
         print(f"result        {args.json}")
     return 0
 
 
-def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float, label: str) -> None:
+def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float, label: str,
+           chain: np.ndarray) -> None:
+    """Print the run; ``chain``: its :func:`~doppler_gym.sim.critical.critical_chain`."""
     unit = trace.time_unit
     n_x = int(trace.transfers.size)
     print(f"graph         {g.name}: {g.n_ops} ops, {g.n_edges} edges")
@@ -129,7 +132,6 @@ def report(g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bo
     ratio = trace.makespan / bound if bound > 0 else float("nan")
     print(f"lower bound   {common.fmt_time(bound, unit)}  (makespan / bound = {ratio:.3f})")
     print(f"transfers     {n_x} of {g.n_edges} edges cross devices")
-    chain = critical_chain(g, trace)
     computing = float(np.sum(trace.end[chain] - trace.start[chain]))
     share = computing / trace.makespan if trace.makespan > 0 else float("nan")
     print(f"critical chain {chain.size} ops computing {common.fmt_time(computing, unit)} ({share:.1%} of the "
@@ -172,7 +174,8 @@ def _bytes(n: float) -> str:
     return f"{n:.4g} B"
 
 
-def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float) -> None:
+def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, trace: Trace, bound: float,
+               chain: np.ndarray) -> None:
     data = {
         "graph": g.name,
         "n_ops": g.n_ops,
@@ -187,7 +190,7 @@ def write_json(path: str, g: DataflowGraph, topo: Topology, config: SimConfig, t
         "start": trace.start.tolist(),
         "end": trace.end.tolist(),
         "device_busy": trace.device_busy.tolist(),
-        "critical_chain": critical_chain(g, trace).tolist(),
+        "critical_chain": chain.tolist(),
     }
     if trace.memory is not None:
         mem = trace.memory

@@ -23,8 +23,8 @@ def test_with_a_share_of_one_every_move_touches_the_chain(share, low, high):
     graph = _edgeless()
     topo = dg.Topology.uniform(2)
     x = np.r_[np.zeros(10, dtype=np.int64), np.ones(20, dtype=np.int64)]
-    moves = _Moves(graph, 2, 8, np.random.default_rng(0), critical_share=share, topology=topo, config=RAW)
-    moves.focus_on(x, None)
+    moves = _Moves(graph, 2, 8, np.random.default_rng(0), critical_share=share)
+    moves.focus_on(dg.simulate(graph, x, topo, config=RAW))
     if share:
         assert sorted(moves.focus.tolist()) == list(range(10))
     out = moves.neighbours(x, 4000)

@@ -68,7 +68,8 @@ def test_a_bad_thread_count_is_refused(bad: object) -> None:
 
 def _two_counts() -> int:
     if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("Numba started with one thread: the tuner has one candidate")
+        pytest.skip("needs two Numba threads (a machine with two CPU cores or more, NUMBA_NUM_THREADS unset or "
+                    ">= 2): with one there is no second thread count to choose")
     return 2
 
 
