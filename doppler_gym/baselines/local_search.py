@@ -126,7 +126,8 @@ def local_search(
         (``"lower_bound"``, ``"max_evals"``, ``"seconds"``, or ``"no_moves"`` with one device), ``seconds_to_best``,
         ``evals_to_best``, ``lower_bound``, ``numba_threads`` (the thread count last chosen for the
         batches, see ``threads``) and ``numba_utilisation`` (the share of their wall clock the
-        threads ran in the last measurement; ``None`` when nothing was measured). After a race ``evals``,
+        threads had the cores in the last measurement, :attr:`ThreadTuner.utilisation`; ``None`` when
+        nothing was measured). After a race ``evals``,
         ``iterations`` and ``restarts`` count the probes too, ``start`` is the start whose probe
         won, and ``probes`` lists each probe's ``start``, ``start_makespan``, ``makespan`` and
         ``evals`` (the probes stop at the first one that reaches the lower bound).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,40 @@ def numba_threads(threads: int) -> Iterator[None]:
         numba.set_num_threads(before)
 
 
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal of a /proc/stat cpuN line
+LOAD_WINDOW_S = 0.1  # the shortest wall clock [s] over which /proc/stat's ticks (10 ms) give a load to ~0.2 cores
+
+
+def process_cores() -> int:
+    """The number of CPU cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity call (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def busy_core_seconds() -> float | None:
+    """CPU time [s] that all processes together have spent on this process's cores since boot.
+
+    The sum of user, nice, system, irq, softirq and steal time (steal: a virtual machine's core
+    taken by the host) of Linux's ``/proc/stat`` lines of the cores in ``os.sched_getaffinity(0)``.
+    The difference of two readings, less the process's own CPU time between them, is what other
+    processes took from its cores. ``None`` where ``/proc/stat`` or the affinity call is missing.
+    """
+    try:
+        cores = os.sched_getaffinity(0)
+        ticks = os.sysconf("SC_CLK_TCK")
+        with open("/proc/stat", encoding="ascii") as stat:
+            lines = [line.split() for line in stat if line.startswith("cpu") and not line.startswith("cpu ")]
+    except (AttributeError, OSError, ValueError):
+        return None
+    total = 0
+    for fields in lines:
+        if int(fields[0][3:]) in cores:
+            total += sum(int(fields[1 + i]) for i in _BUSY_FIELDS if 1 + i < len(fields))
+    return total / ticks
+
+
 class ThreadTuner:
     """Picks the Numba thread count of a loop of parallel calls by timing the calls themselves.
 
@@ -37,10 +72,14 @@ class ThreadTuner:
     (OpenMP's idle threads spin and take the cores the working ones need: a 16-row local search ran
     5x slower with two threads than with one beside a copy of itself, ``docs/results/train_default.md``).
     A call cannot see the machine's load, but a loop of calls can time itself. Each round of the
-    tuner runs ``window`` calls with the most threads (by default the count set now) and takes their
-    CPU time against their wall clock: the share of those threads' time they ran. Only when it is
-    below ``busy`` (the cores are shared) does it also run ``window`` calls with each other count
-    (by default one thread) and keep the count with the lower seconds per unit of work. Then the
+    tuner runs ``window`` calls with the most threads (by default the count set now) and reads the
+    share of those threads' time they had the cores (:attr:`utilisation`), the lower of two readings:
+    their CPU time against their wall clock, and, over at least ``LOAD_WINDOW_S`` of calls where
+    ``/proc/stat`` exists, the cores that other processes left them (:func:`busy_core_seconds`).
+    The second sees what the first cannot: threads that spin while they wait for a core count as
+    CPU time. Only when the share is below ``busy`` (the cores are shared) does the tuner also run
+    ``window`` calls with each other count (by default one thread) and keep the count with the
+    lower seconds per unit of work. Then the
     kept count runs ``revisit`` calls, and a new round measures again (the load changes). The counts
     change only the wall clock, never a result.
 
@@ -67,7 +106,8 @@ class ThreadTuner:
         self.candidates = sorted({min(c, top) for c in counts}, reverse=True)  # the most threads first
         self.window, self.revisit, self.busy = window, revisit, busy
         self.chosen = self.candidates[0]
-        self.utilisation: float | None = None  # CPU / (wall x threads) of the last round's first calls
+        self.cores = process_cores()
+        self.utilisation: float | None = None  # the share of the cores the last round's first calls had
         self._start_round()
 
     def _start_round(self) -> None:
@@ -76,15 +116,19 @@ class ThreadTuner:
         self._seconds = dict.fromkeys(self.candidates, 0.0)
         self._work = dict.fromkeys(self.candidates, 0.0)
         self._cpu = 0.0
+        self._others: float | None = 0.0
         self._left = self.revisit
 
     def threads(self) -> int:
         """The thread count for the next call."""
         return self._plan[0] if self._plan else self.chosen
 
-    def record(self, threads: int, seconds: float, work: float, cpu_seconds: float | None = None) -> None:
+    def record(self, threads: int, seconds: float, work: float, cpu_seconds: float | None = None,
+               others_seconds: float | None = None) -> None:
         """Count one call that ran ``work`` units in ``seconds`` of wall clock and ``cpu_seconds`` of
-        the process's CPU time (``None``: unknown, taken as all threads busy) with ``threads`` threads."""
+        the process's CPU time (``None``: unknown, taken as all threads busy) with ``threads`` threads,
+        while other processes took ``others_seconds`` of CPU time on the process's cores (``None``:
+        unknown)."""
         if not self._plan:
             self._left -= 1
             if self._left <= 0:
@@ -94,11 +138,15 @@ class ThreadTuner:
         self._seconds[threads] += seconds
         self._work[threads] += work
         self._cpu += seconds * threads if cpu_seconds is None else cpu_seconds
+        self._others = None if self._others is None or others_seconds is None else self._others + others_seconds
         if self._plan:
             return
         if not self._compared:
             top = self.candidates[0]
-            self.utilisation = self._cpu / max(self._seconds[top] * top, 1e-12)
+            wall = self._seconds[top]
+            self.utilisation = self._cpu / max(wall * top, 1e-12)
+            if self._others is not None and wall >= LOAD_WINDOW_S:  # the cores the others left, per thread
+                self.utilisation = min(self.utilisation, (self.cores - self._others / wall) / top)
             if self.utilisation < self.busy:  # the cores are shared: try the other counts too
                 self._compared = True
                 self._plan = [k for k in self.candidates[1:] for _ in range(self.window)]
@@ -108,9 +156,15 @@ class ThreadTuner:
 
     @contextmanager
     def timed(self, work: float) -> Iterator[None]:
-        """Run the block with :meth:`threads` threads and :meth:`record` its wall clock and CPU time."""
+        """Run the block with :meth:`threads` threads and :meth:`record` its wall clock, CPU time and,
+        while the tuner measures, the CPU time other processes took on its cores."""
         k = self.threads()
+        measuring = bool(self._plan)
+        busy = busy_core_seconds() if measuring else None
         began, cpu = time.perf_counter(), time.process_time()
         with numba_threads(k):
             yield
-        self.record(k, time.perf_counter() - began, work, time.process_time() - cpu)
+        seconds, own = time.perf_counter() - began, time.process_time() - cpu
+        after = busy_core_seconds() if busy is not None else None
+        others = None if after is None else max(after - busy - own, 0.0)
+        self.record(k, seconds, work, own, others)

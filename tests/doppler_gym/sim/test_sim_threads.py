@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import numba
 import numpy as np
 import pytest
 
 import doppler_gym as dg
-from doppler_gym.sim.threads import ThreadTuner, numba_threads
+from doppler_gym.sim.threads import LOAD_WINDOW_S, ThreadTuner, busy_core_seconds, numba_threads, process_cores
 
 SCRIPT = """
 import numpy as np, torch, doppler_gym as dg
@@ -100,6 +101,48 @@ def test_the_tuner_tries_one_thread_only_when_its_threads_do_not_get_the_cores()
     # a round: 2 calls with 2 threads, 2 with 1, then 3 with the faster; the machine frees up at call 7
     assert seen == [2, 2, 1, 1, 1, 1, 1, 2, 2, 1, 1, 2, 2, 2]
     assert busy.chosen == 2 and busy.utilisation == pytest.approx(0.5)
+
+
+def test_the_tuner_reads_what_other_processes_took_from_its_cores_when_its_threads_spin():
+    two = _two_counts()
+    slow = LOAD_WINDOW_S  # s per call with 2 threads: two calls make a window long enough to read the load
+
+    def feed(tuner: ThreadTuner, seconds: float, others_cores: float) -> list[int]:
+        seen = []
+        for _ in range(6):  # the threads spin: CPU time says they ran all their time
+            k = tuner.threads()
+            seen.append(k)
+            wall = seconds if k == 2 else seconds / 2  # one thread runs twice as fast while shared
+            tuner.record(k, wall, 10, cpu_seconds=wall * k, others_seconds=wall * others_cores)
+        return seen
+
+    shared = ThreadTuner((1, two), window=2, revisit=3)
+    shared.cores = 2
+    assert feed(shared, slow, others_cores=1.0) == [2, 2, 1, 1, 1, 1]  # the other process took a core
+    assert shared.chosen == 1 and shared.utilisation == pytest.approx(0.5)
+    alone = ThreadTuner((1, two), window=2, revisit=3)
+    alone.cores = 2
+    assert feed(alone, slow, others_cores=0.05) == [2] * 6  # background noise: the threads had the cores
+    assert alone.utilisation == pytest.approx(0.975)
+    short = ThreadTuner((1, two), window=2, revisit=3)
+    short.cores = 2
+    assert feed(short, slow / 4, others_cores=1.0) == [2] * 6  # too short a window for /proc/stat's ticks
+    unknown = ThreadTuner((1, two), window=2, revisit=3)
+    unknown.record(2, slow, 10, cpu_seconds=2 * slow, others_seconds=None)
+    unknown.record(2, slow, 10, cpu_seconds=2 * slow, others_seconds=slow)
+    assert unknown.threads() == 2 and unknown.utilisation == pytest.approx(1.0)  # one reading missing: CPU only
+
+
+def test_busy_core_seconds_counts_at_least_the_process_s_own_cpu_time():
+    assert process_cores() >= 1
+    before, cpu = busy_core_seconds(), time.process_time()
+    if before is None:
+        pytest.skip("needs Linux's /proc/stat and os.sched_getaffinity: elsewhere the tuner reads CPU time only")
+    x = 0
+    while time.process_time() - cpu < 0.5:  # half a second of this process's CPU time
+        x += 1
+    grown, own = busy_core_seconds() - before, time.process_time() - cpu
+    assert own - 0.05 <= grown  # every core's busy time includes this process's, to the 10 ms tick
 
 
 def test_the_tuner_weighs_by_work_and_has_one_candidate_when_capped():
