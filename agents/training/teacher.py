@@ -30,7 +30,6 @@ from collections import OrderedDict
 from typing import Any
 
 import gymnasium as gym
-import numba
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -39,7 +38,6 @@ from doppler_gym.envs.observation import PLC
 from doppler_gym.envs.placement import PlacementEnv
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.threads import numba_threads
 from doppler_gym.topology.types import Topology
 
 
@@ -131,7 +129,6 @@ class AssignmentTeacher(gym.Wrapper):
         return mask
 
 
-ONE_THREAD_BATCH = 64  # [rows] batches this small simulate on one Numba thread (search_placement)
 RESTART_OP_EVALS = 16 * 50_000 * 1_000  # [op x evaluations] the restarts' work cap: 16 full restarts up to 1,000 ops
 
 
@@ -161,16 +158,11 @@ def search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig
         ``evals`` the main run's budget, ``restarts`` the restarts run, ``total_evals`` the neighbours
         all runs simulated).
 
-    Batches of up to :data:`ONE_THREAD_BATCH` rows run on one Numba thread
-    (:func:`~doppler_gym.sim.threads.numba_threads`): the makespans do not depend on it, the wall clock
-    on a shared CPU does.
+    Every search picks its own Numba thread count (``local_search(threads=None)``: all threads while
+    they get the cores, one when another process takes them; :class:`~doppler_gym.sim.threads.ThreadTuner`),
+    within a :func:`~doppler_gym.sim.threads.numba_threads` set around the call. The makespans do not
+    depend on it, only the wall clock.
     """
-    with numba_threads(1 if batch_size <= ONE_THREAD_BATCH else numba.get_num_threads()):
-        return _search_placement(graph, topology, config, evals, seed, restarts, restart_op_evals, batch_size)
-
-
-def _search_placement(graph: DataflowGraph, topology: Topology, config: SimConfig, evals: int, seed: int,
-                      restarts: int, restart_op_evals: int, batch_size: int) -> dict[str, Any]:
     from doppler_gym import baselines
     from doppler_gym.parallel.search import island_search
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -79,9 +80,12 @@ class ThreadTuner:
     The second sees what the first cannot: threads that spin while they wait for a core count as
     CPU time. Only when the share is below ``busy`` (the cores are shared) does the tuner also run
     ``window`` calls with each other count (by default one thread) and keep the count with the
-    lower seconds per unit of work. Then the
-    kept count runs ``revisit`` calls, and a new round measures again (the load changes). The counts
-    change only the wall clock, never a result.
+    lower seconds per unit of work. Then the kept count runs ``revisit`` calls, or more when the
+    round's other counts cost more wall clock than the kept one would have: enough calls that this
+    extra stays within ``overhead`` of their time (at most ``max_revisit``; a count that fights
+    another process for the cores can take 6x as long per call, and slows that process too). Then a
+    new round measures again (the load changes). The counts change only the wall clock, never a
+    result.
 
     Use::
 
@@ -92,19 +96,23 @@ class ThreadTuner:
     """
 
     def __init__(self, counts: Sequence[int] | None = None, window: int = 2, revisit: int = 64,
-                 busy: float = 0.75) -> None:
+                 busy: float = 0.75, overhead: float = 0.05, max_revisit: int | None = None) -> None:
         """``counts``: the thread counts to choose from (each capped at ``numba.config.NUMBA_NUM_THREADS``);
         ``None``: the count set now (``numba.get_num_threads()``, so code run under ``numba_threads(1)``
-        stays on one thread) and one; a single count: always that one."""
-        if window < 1 or revisit < 1 or not 0.0 < busy <= 1.0:
-            raise ValueError(f"ThreadTuner: window and revisit must be >= 1 and busy in (0, 1], got {window}, "
-                             f"{revisit} and {busy}")
+        stays on one thread) and one; a single count: always that one. ``max_revisit``: ``None`` is
+        ``16 * revisit``."""
+        max_revisit = 16 * revisit if max_revisit is None else max_revisit
+        if window < 1 or revisit < 1 or max_revisit < revisit or not 0.0 < busy <= 1.0 or not overhead > 0.0:
+            raise ValueError(f"ThreadTuner: window and revisit must be >= 1, max_revisit >= revisit, busy in "
+                             f"(0, 1] and overhead > 0, got window={window}, revisit={revisit}, "
+                             f"max_revisit={max_revisit}, busy={busy} and overhead={overhead}")
         top = numba.config.NUMBA_NUM_THREADS
         counts = (numba.get_num_threads(), 1) if counts is None else tuple(counts)
         if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
             raise ValueError(f"ThreadTuner: thread counts must be integers >= 1, got {counts!r}")
         self.candidates = sorted({min(c, top) for c in counts}, reverse=True)  # the most threads first
         self.window, self.revisit, self.busy = window, revisit, busy
+        self.overhead, self.max_revisit = overhead, max_revisit
         self.chosen = self.candidates[0]
         self.cores = process_cores()
         self.utilisation: float | None = None  # the share of the cores the last round's first calls had
@@ -153,6 +161,17 @@ class ThreadTuner:
                 return
         per_work = {k: self._seconds[k] / self._work[k] for k in self.candidates if self._work[k] > 0}
         self.chosen = min(per_work, key=per_work.get)
+        self._left = self._calls_until_next_round(per_work)
+
+    def _calls_until_next_round(self, per_work: dict[int, float]) -> int:
+        """``revisit``, or more calls of the kept count when the round's other counts cost more than
+        ``overhead`` of ``revisit`` of its calls (up to ``max_revisit``)."""
+        rate = per_work[self.chosen]  # [s per unit of work]
+        extra = sum(self._seconds[k] - self._work[k] * rate for k in per_work if k != self.chosen)  # [s]
+        per_call = self._seconds[self.chosen] / max(self.window, 1)  # [s] a kept call, as measured
+        if extra <= 0.0 or per_call <= 0.0:
+            return self.revisit
+        return int(min(max(self.revisit, math.ceil(extra / (self.overhead * per_call))), self.max_revisit))
 
     @contextmanager
     def timed(self, work: float) -> Iterator[None]:

@@ -95,12 +95,27 @@ def test_the_tuner_tries_one_thread_only_when_its_threads_do_not_get_the_cores()
     assert alone.candidates == [2, 1]
     assert _feed(alone, 10, {1: 1.0, 2: 3.0}, share_run=1.0) == [2] * 10
     assert alone.utilisation == pytest.approx(1.0)
-    # shared cores (the threads run half their time): each round measures 2 threads, then 1, keeps the faster
-    busy = ThreadTuner((1, two), window=2, revisit=3)
-    seen = _feed(busy, 14, {1: 1.0, 2: 3.0}, share_run=0.5, change_at=7, cost_after={1: 1.0, 2: 0.5})
+    # shared cores (the threads run half their time): each round measures 2 threads, then 1, keeps the
+    # faster; measuring cost little (1% more per row with 2 threads), so the next round comes after 3 calls
+    cheap = ThreadTuner((1, two), window=2, revisit=3)
+    seen = _feed(cheap, 14, {1: 1.0, 2: 1.01}, share_run=0.5, change_at=7, cost_after={1: 1.0, 2: 0.5})
     # a round: 2 calls with 2 threads, 2 with 1, then 3 with the faster; the machine frees up at call 7
     assert seen == [2, 2, 1, 1, 1, 1, 1, 2, 2, 1, 1, 2, 2, 2]
-    assert busy.chosen == 2 and busy.utilisation == pytest.approx(0.5)
+    assert cheap.chosen == 2 and cheap.utilisation == pytest.approx(0.5)
+
+
+def test_the_tuner_measures_less_often_when_measuring_costs_more_than_its_overhead():
+    two = _two_counts()
+    busy = ThreadTuner((1, two), window=2, revisit=3, overhead=0.05, max_revisit=20)
+    seen = _feed(busy, 30, {1: 1.0, 2: 3.0}, share_run=0.5, change_at=7, cost_after={1: 1.0, 2: 0.5})
+    # round 1: two 2-thread calls took 60 s where one thread would have taken 20: 40 s extra, against
+    # 5% of a 10 s kept call: 80 calls, capped at 20. Round 2 (call 24, the machine free since call 7):
+    # two 1-thread calls took 20 s where two threads would have taken 10: 10 / (0.05 x 5) = 40 -> 20
+    assert seen == [2, 2, 1, 1] + [1] * 20 + [2, 2, 1, 1] + [2, 2]
+    assert busy.chosen == 2
+    # with an overhead of 1, the same 40 s extra is 40 / 10 = 4 kept calls, one more than revisit
+    loose = ThreadTuner((1, two), window=2, revisit=3, overhead=1.0, max_revisit=20)
+    assert _feed(loose, 12, {1: 1.0, 2: 3.0}, share_run=0.5) == [2, 2, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1]
 
 
 def test_the_tuner_reads_what_other_processes_took_from_its_cores_when_its_threads_spin():
@@ -158,8 +173,9 @@ def test_the_tuner_weighs_by_work_and_has_one_candidate_when_capped():
     with numba_threads(1):  # the default candidates: the count set now, and one
         assert ThreadTuner().candidates == [1]
     assert ThreadTuner().candidates == sorted({1, numba.get_num_threads()}, reverse=True)
-    for bad in ({"window": 0}, {"revisit": 0}, {"busy": 0.0}, {"busy": 1.5}):
-        with pytest.raises(ValueError, match="window and revisit must be >= 1 and busy in"):
+    for bad in ({"window": 0}, {"revisit": 0}, {"busy": 0.0}, {"busy": 1.5}, {"overhead": 0.0},
+                {"revisit": 8, "max_revisit": 4}):
+        with pytest.raises(ValueError, match="window and revisit must be >= 1, max_revisit >= revisit"):
             ThreadTuner(**bad)
     for bad in ([], [0], [True], [1.5]):
         with pytest.raises(ValueError, match="thread counts must be integers >= 1"):
