@@ -13,6 +13,9 @@ instances (``--set heldout``, where it is judged)::
         --out out/crit_evals
     python benchmarks/bench_critical_moves.py --set heldout --shares 0.5 --budgets 2 --max-ops 1000 \
         --oracle 100000 --out out/crit_oracle
+    python benchmarks/bench_critical_moves.py --set validation --shares '' --batches 64 --out out/batch64
+
+``--batches B`` compares plain moves with ``B`` neighbours per step against the default batch size.
 
 ``--oracle EVALS`` adds the most a per-op move proposal can carry: per instance, the best of three
 plain searches of ``EVALS`` evaluations is the oracle, and local search with every op's proposal row
@@ -55,10 +58,11 @@ def oracle_proposal(graph, topo, config, evals: int):
 
 
 def run(instances, shares: list[float], seeds: list[int], budgets: list[float], evals: int | None,
-        max_ops: int | None, oracle_evals: int | None = None) -> list[dict]:
+        max_ops: int | None, oracle_evals: int | None = None, batches: list[int] = ()) -> list[dict]:
     """One row per (instance, seed): ``search[budget]`` holds plain's makespan (``local_search``), each
-    share's (``critical=<share>``) and, with ``oracle_evals``, the oracle proposal's without and with
-    critical-chain moves (``oracle``, ``oracle+critical=0.5``), and the evaluations each ran."""
+    share's (``critical=<share>``), each batch size's (``batch=<rows>``, plain moves) and, with
+    ``oracle_evals``, the oracle proposal's without and with critical-chain moves (``oracle``,
+    ``oracle+critical=0.5``), and the evaluations each ran."""
     import doppler_gym as dg
 
     rows = []
@@ -68,7 +72,8 @@ def run(instances, shares: list[float], seeds: list[int], budgets: list[float], 
             continue
         topo = dg.instances.resolve_topology(topo_spec)
         config = dg.instances.default_config(graph)
-        variants = {"local_search": {}, **{f"critical={s}": {"critical_share": s} for s in shares}}
+        variants = {"local_search": {}, **{f"critical={s}": {"critical_share": s} for s in shares},
+                    **{f"batch={b}": {"batch_size": b} for b in batches}}
         oracle = None
         if oracle_evals:
             oracle, proposal = oracle_proposal(graph, topo, config, oracle_evals)
@@ -112,7 +117,10 @@ def report(rows: list[dict], unit: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", choices=("validation", "heldout"), default="validation")
-    ap.add_argument("--shares", default="0.3", help="critical_share values to compare with 0, comma-separated")
+    ap.add_argument("--shares", default="0.3", help="critical_share values to compare with 0, comma-separated "
+                    "('' for none)")
+    ap.add_argument("--batches", default="", help="batch sizes (rows per step) to compare with local_search's "
+                    "default, comma-separated")
     ap.add_argument("--seeds", default="0,1,2,3")
     ap.add_argument("--budgets", default="2,5", help="wall-clock budgets [s], comma-separated")
     ap.add_argument("--evals", type=int, default=None, help="a budget in evaluations instead of wall clock")
@@ -122,7 +130,8 @@ def main() -> None:
     ap.add_argument("--out", default="out/bench_critical_moves")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
     args = ap.parse_args()
-    shares = [float(s) for s in args.shares.split(",")]
+    shares = [float(s) for s in args.shares.split(",") if s]
+    batches = [int(b) for b in args.batches.split(",") if b]
     out = Path(args.out) / "results.json"
     if args.report:
         saved = json.loads(out.read_text())
@@ -130,7 +139,7 @@ def main() -> None:
         return
     instances = QUALITY if args.set == "heldout" else (*SMALL_VALIDATION, *VALIDATION)
     rows = run(instances, shares, [int(s) for s in args.seeds.split(",")],
-               [float(b) for b in args.budgets.split(",")], args.evals, args.max_ops, args.oracle)
+               [float(b) for b in args.budgets.split(",")], args.evals, args.max_ops, args.oracle, batches)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))

@@ -57,12 +57,10 @@ def busy_core_seconds() -> float | None:
         ticks = os.sysconf("SC_CLK_TCK")
         with open("/proc/stat", encoding="ascii") as stat:
             lines = [line.split() for line in stat if line.startswith("cpu") and not line.startswith("cpu ")]
-    except (AttributeError, OSError, ValueError):
+        total = sum(int(fields[1 + i]) for fields in lines if int(fields[0][3:]) in cores
+                    for i in _BUSY_FIELDS if 1 + i < len(fields))
+    except (AttributeError, OSError, ValueError):  # no such file or call, or a format this does not know
         return None
-    total = 0
-    for fields in lines:
-        if int(fields[0][3:]) in cores:
-            total += sum(int(fields[1 + i]) for i in _BUSY_FIELDS if 1 + i < len(fields))
     return total / ticks
 
 
