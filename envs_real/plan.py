@@ -154,14 +154,21 @@ class RunResult:
 
 
 def classify_error(exc: BaseException) -> str:
-    """``"out_of_memory"`` for torch/CUDA/host OOMs, else ``"op_failed"``."""
+    """``"out_of_memory"`` for torch/CUDA/host OOMs; ``"rank_failed"`` for a lost connection to another
+    rank (gloo's "Connection reset by peer" when the peer left the run: a consequence, not the cause);
+    else ``"op_failed"``."""
     if isinstance(exc, MemoryError):
         return "out_of_memory"
     name = type(exc).__name__
     text = str(exc).lower()
     if name == "OutOfMemoryError" or "out of memory" in text:
         return "out_of_memory"
+    if isinstance(exc, ConnectionError) or any(s in text for s in LOST_PEER_TEXTS):
+        return "rank_failed"
     return "op_failed"
+
+
+LOST_PEER_TEXTS = ("connection reset by peer", "connection closed by peer", "broken pipe")
 
 
 def describe_failure(graph: DataflowGraph, op: int, device: int, phys: str, exc: BaseException) -> str:

@@ -234,3 +234,13 @@ def test_ranks_exit_when_their_controller_is_killed():
     while time.perf_counter() < deadline and not all(gone(p) for p in pids):
         time.sleep(0.1)
     assert all(gone(p) for p in pids), "rank processes outlived their killed controller"
+
+
+def test_a_lost_peer_is_a_consequence_and_an_op_s_own_error_is_the_cause():
+    from envs_real.plan import classify_error
+
+    gloo = RuntimeError("[gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:22451: Connection reset by peer.")
+    assert classify_error(gloo) == "rank_failed"  # ranked below "timeout" by root_cause: the other rank's cause wins
+    assert classify_error(ConnectionResetError("peer gone")) == "rank_failed"
+    assert classify_error(ValueError("shapes (2,3) and (4,5) not aligned")) == "op_failed"
+    assert classify_error(MemoryError()) == "out_of_memory"
