@@ -153,6 +153,9 @@ class RunResult:
                 self.edge_end[k] = self.end[u]
 
 
+LOST_PEER_TEXTS = ("connection reset by peer", "connection closed by peer", "broken pipe")  # gloo's, lower case
+
+
 def classify_error(exc: BaseException) -> str:
     """``"out_of_memory"`` for torch/CUDA/host OOMs; ``"rank_failed"`` for a lost connection to another
     rank (gloo's "Connection reset by peer" when the peer left the run: a consequence, not the cause);
@@ -166,9 +169,6 @@ def classify_error(exc: BaseException) -> str:
     if isinstance(exc, ConnectionError) or any(s in text for s in LOST_PEER_TEXTS):
         return "rank_failed"
     return "op_failed"
-
-
-LOST_PEER_TEXTS = ("connection reset by peer", "connection closed by peer", "broken pipe")
 
 
 def describe_failure(graph: DataflowGraph, op: int, device: int, phys: str, exc: BaseException) -> str:

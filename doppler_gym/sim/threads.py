@@ -162,11 +162,12 @@ class ThreadTuner:
         self._left = self._calls_until_next_round(per_work)
 
     def _calls_until_next_round(self, per_work: dict[int, float]) -> int:
-        """``revisit``, or more calls of the kept count when the round's other counts cost more than
-        ``overhead`` of ``revisit`` of its calls (up to ``max_revisit``)."""
+        """The kept count's calls before the next round: enough that the round's extra wall clock (the
+        other counts' time beyond what the kept count would have taken for their work) is at most
+        ``overhead`` of their time, within ``[revisit, max_revisit]``."""
         rate = per_work[self.chosen]  # [s per unit of work]
         extra = sum(self._seconds[k] - self._work[k] * rate for k in per_work if k != self.chosen)  # [s]
-        per_call = self._seconds[self.chosen] / max(self.window, 1)  # [s] a kept call, as measured
+        per_call = self._seconds[self.chosen] / self.window  # [s] a kept call, as measured
         if extra <= 0.0 or per_call <= 0.0:
             return self.revisit
         return int(min(max(self.revisit, math.ceil(extra / (self.overhead * per_call))), self.max_revisit))
