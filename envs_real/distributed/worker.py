@@ -36,9 +36,17 @@ from envs_real.distributed.protocol import (
     job_key,
     result_key,
 )
+from envs_real.plan import classify_error
 
 JOB_POLL_MAX_S = 0.02  # [s] longest pause between two looks for the next job
 KERNEL_CACHE = 4  # graphs whose kernels a rank keeps
+
+
+def failure_outside_an_op(rank: int, exc: BaseException) -> RankRun:
+    """The failed run a rank reports when ``exc`` escaped the job outside any op (a barrier or a
+    receive posted to a rank that already left raises gloo's "Connection reset by peer": that is
+    ``rank_failed``, a consequence, so the other rank's own cause wins in ``root_cause``)."""
+    return RankRun(error=f"rank {rank}: {type(exc).__name__}: {exc}", error_kind=classify_error(exc))
 
 
 def connect(control: str, timeout_s: float) -> Any:
@@ -142,9 +150,9 @@ def serve(
             mat = kernels[job.graph_key][1]
             runs = executor.run_job(job, mat)
         except Exception as exc:  # noqa: BLE001  anything outside an op: report it, leave the group
-            msg = f"rank {rank}: {type(exc).__name__}: {exc}"
-            set_abort(job.k, msg)
-            runs = [RankRun(error=msg, error_kind="op_failed")]
+            run = failure_outside_an_op(rank, exc)
+            set_abort(job.k, run.error)
+            runs = [run]
         failed = bool(runs) and runs[-1].error is not None
         store.set(result_key(job.k, rank), pickle.dumps(RankReply(rank, runs, exiting=failed)))
         if failed:  # pending transfers cannot be cancelled: leave, the controller rebuilds the group

@@ -244,3 +244,17 @@ def test_a_lost_peer_is_a_consequence_and_an_op_s_own_error_is_the_cause():
     assert classify_error(ConnectionResetError("peer gone")) == "rank_failed"
     assert classify_error(ValueError("shapes (2,3) and (4,5) not aligned")) == "op_failed"
     assert classify_error(MemoryError()) == "out_of_memory"
+
+
+def test_a_lost_peer_outside_an_op_is_also_a_consequence():
+    """The CI failure of 2026-12-03: rank 1's barrier/receive raised gloo's reset outside any op."""
+    from envs_real.distributed.worker import failure_outside_an_op
+
+    exc = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:7087: Connection reset by peer. This is typically caused by a remote worker hanging"
+    )
+    run = failure_outside_an_op(1, exc)
+    assert run.error_kind == "rank_failed"
+    assert run.error.startswith("rank 1: RuntimeError: ") and "Connection reset by peer" in run.error
+    assert failure_outside_an_op(0, KeyError("W9")).error_kind == "op_failed"
