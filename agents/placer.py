@@ -19,8 +19,10 @@ search:
    the budget each): the placement with the lower makespan is not always the better start for a
    local search, and a short probe of each tells them apart better. Otherwise the policy is no
    guide on this instance, and the search is plain local search from the best heuristic (same seed,
-   same moves). ``proposal_share`` of the moves (default 0) draw their device from the best
-   decode's PLC probabilities (the move proposal).
+   same moves). The moves are plain local search's: the decode's PLC probabilities as a move
+   proposal led the search to worse placements (``docs/results/bench_place.md``), so place() does
+   not offer them (:class:`~doppler_gym.baselines.local_search.LocalSearchResearch` keeps the
+   proposal for experiments).
 
 Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same placement.
 """
@@ -53,8 +55,6 @@ RACE_GAP = 1.1  # the best decode races the best heuristic when it is at most 10
 PROBE_SHARE = 0.1  # default share of the budget of each raced start's probe (docs/results/bench_place.md)
 DECODE_SHARE = 0.25  # a search goes without the policy when its greedy decode would take over this share
 # of the budget (the decode projects its wall clock as it goes: agents.decode.DecodeTimeLimit)
-PROPOSAL_SHARE = 0.0  # default share of the search's moves drawn from the policy's PLC probabilities: 0,
-# since the heuristic-prior policy's proposal led the search to worse placements (docs/results/bench_place.md)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,6 @@ def place(
     max_evals: int | None = None,
     reference: bool = True,
     params: dict[str, object] | None = None,
-    proposal_share: float = PROPOSAL_SHARE,
     probe_share: float = PROBE_SHARE,
     sample_gap: float = SAMPLE_GAP,
     decode_share: float = DECODE_SHARE,
@@ -189,8 +188,6 @@ def place(
         reference: also compute the critical-path and HEFT makespans (``baselines``; not counted in
             ``seconds``).
         params: workload generator parameters when ``graph`` is a workload name.
-        proposal_share: share of the search's moves whose device is drawn from the best decode's PLC
-            probabilities when that decode races (default 0: plain moves).
         probe_share: share of the budget each of the two raced starts' probes gets (0 < share < 0.5;
             module docstring); 0: the search starts from the better of the two.
         sample_gap: with ``samples=None``, no sampled decodes when the greedy decode's makespan is over
@@ -211,9 +208,6 @@ def place(
         raise ValueError(f"search_seconds must be a number >= 0, got {search_seconds!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if isinstance(proposal_share, bool) or not isinstance(proposal_share, (int, float, np.floating)) \
-            or not 0.0 <= proposal_share <= 1.0:
-        raise ValueError(f"proposal_share must be a number in [0, 1], got {proposal_share!r}")
     if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float, np.floating)) \
             or not 0.0 <= probe_share < 0.5:
         raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
@@ -274,18 +268,12 @@ def place(
         # policy is no guide on this instance and the search is plain local_search
         race = bool(decoded) and decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
         starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
-        probs = None
-        if race and proposal_share > 0:
-            d_best, r_best = rows[best_row]
-            probs = d_best.plc_probs[r_best]
-        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race,
-                     "proposal": probs is not None})
+        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race})
         left = search_seconds - (time.perf_counter() - started)
         if left > 0 or max_evals is not None and np.isinf(search_seconds):
             found = local_search(
                 g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
-                max_evals=max_evals, starts=starts, proposal=probs, proposal_share=proposal_share,
-                probe_share=probe_share if race else 0.0,
+                max_evals=max_evals, starts=starts, probe_share=probe_share if race else 0.0,
             )
             info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped", "start",
                                                     "start_makespan")})

@@ -88,6 +88,7 @@ class CudaStreams:
         return self._copy[key]
 
     def synchronize(self) -> None:
+        """Wait until every GPU of the mapping has finished its queued work."""
         import torch
 
         for dev in dict.fromkeys(self.devices):
@@ -121,208 +122,328 @@ def run_cuda(
         op_timing: per-op times from CUDA timing events instead of host observation.
         queue_depth: ops a lane may hold in flight (1 = launch only on an idle lane).
     """
-    import torch
+    run = _CudaRun(
+        placed,
+        mat,
+        ext,
+        streams,
+        order=order,
+        priorities=priorities,
+        timeout_s=timeout_s,
+        keep_outputs=keep_outputs,
+        op_timing=op_timing,
+        queue_depth=queue_depth,
+    )
+    return run.run()
 
-    g = placed.graph
-    n, n_dev, lanes = g.n_ops, placed.n_devices, streams.lanes
-    res = RunResult(n, g.n_edges, timing="cuda-events" if op_timing else "host")
-    if n == 0:
-        res.makespan = 0.0
-        return res
-    dev = placed.device
-    queues = [ReadyQueue(order, priorities) for _ in range(n_dev)]
-    waiting = list(placed.need)
-    values: dict[tuple[int, int], Any] = {}
-    arrival: dict[tuple[int, int], Any] = {}  # (op, device) -> event after which the value is there
-    inflight = [[deque() for _ in range(lanes)] for _ in range(n_dev)]
-    copies: list[tuple[int, int, Any]] = []  # in-flight copies: (op, destination device, arrival event)
-    copy_ev: dict[tuple[int, int], tuple[Any, Any, Any]] = {}  # op_timing: (start, end, source GPU)
-    copy_times: dict[tuple[int, int], tuple[float, float]] = {}
-    timing_ev: dict[int, tuple[Any, Any]] = {}
-    seq = 0
-    finished = 0
-    last_end = 0.0
-    deadline = None
 
-    def make_ready(v: int) -> None:
-        nonlocal seq
-        res.ready_seq[v] = seq
-        queues[int(dev[v])].push(v, seq)
-        seq += 1
+class _CudaRun:
+    """One execution of :func:`run_cuda`: the run's state is its fields, each step of the loop a method.
 
-    def arrive(consumers: list[int]) -> None:
+    Op ids index ``placed.graph``; ``d`` and ``e`` are logical devices, times are seconds from the
+    run's start ``t0``.
+
+    Attributes:
+        res: the :class:`RunResult` being filled.
+        queues: per device, its ready ops (:class:`ReadyQueue`).
+        waiting: ``(n_ops,)`` inputs each op still waits for.
+        values: ``{(op, device): tensor}``: an op's output on a device (its own, or a copy).
+        arrival: ``{(op, device): event}`` after which that value is there.
+        inflight: per device and lane, the ``(op, completion event)`` pairs launched there, oldest first.
+        copies: in-flight copies, ``(op, destination device, arrival event)``.
+        copy_events: with ``op_timing``, ``{(op, destination): (start event, end event, source GPU)}``.
+        copy_times: ``{(op, destination): (start, end)}`` [s].
+        op_events: with ``op_timing``, ``{op: (start event, end event)}``.
+        base_events: with ``op_timing``, ``{GPU: event recorded on it at the start}``.
+        seq: the shared counter of ``RunResult.ready_seq`` and ``pick_seq``.
+        finished: ops observed complete.
+        last_end: latest observed completion [s].
+        t0: the run's start, ``time.perf_counter()`` [s]; deadline: ``t0 + timeout_s`` or ``None``.
+    """
+
+    def __init__(
+        self,
+        placed: PlacedGraph,
+        mat: Materialized,
+        ext: Sequence[dict[int, Any]],
+        streams: CudaStreams,
+        *,
+        order: str,
+        priorities: np.ndarray | None,
+        timeout_s: float | None,
+        keep_outputs: bool,
+        op_timing: bool,
+        queue_depth: int,
+    ) -> None:
+        g = placed.graph
+        self.placed, self.mat, self.ext, self.streams = placed, mat, ext, streams
+        self.n, self.n_dev, self.lanes = g.n_ops, placed.n_devices, streams.lanes
+        self.timeout_s = timeout_s
+        self.keep_outputs = keep_outputs
+        self.op_timing = op_timing
+        self.queue_depth = queue_depth
+        self.res = RunResult(self.n, g.n_edges, timing="cuda-events" if op_timing else "host")
+        self.queues = [ReadyQueue(order, priorities) for _ in range(self.n_dev)]
+        self.waiting = list(placed.need)
+        self.values: dict[tuple[int, int], Any] = {}
+        self.arrival: dict[tuple[int, int], Any] = {}
+        self.inflight: list[list[deque]] = [[deque() for _ in range(self.lanes)] for _ in range(self.n_dev)]
+        self.copies: list[tuple[int, int, Any]] = []
+        self.copy_events: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+        self.copy_times: dict[tuple[int, int], tuple[float, float]] = {}
+        self.op_events: dict[int, tuple[Any, Any]] = {}
+        self.base_events: dict[Any, Any] = {}
+        self.seq = 0
+        self.finished = 0
+        self.last_end = 0.0
+        self.t0 = 0.0
+        self.deadline: float | None = None
+
+    def run(self) -> RunResult:
+        """Start, poll until every op is done or the run fails, then finish; returns the result.
+
+        Re-raises a ``KeyboardInterrupt`` (any non-``Exception``) after the cleanup of :meth:`finish`.
+        """
+        import torch
+
+        res = self.res
+        if self.n == 0:
+            res.makespan = 0.0
+            return res
+        self.start()
+        interrupted: BaseException | None = None
+        try:
+            with torch.no_grad():
+                while self.finished < self.n and res.error is None:
+                    self.launch_ready_ops()
+                    if res.error is not None:
+                        break
+                    self.collect_op_completions()
+                    if self.copies:
+                        self.collect_copy_arrivals()
+                    self.check_deadline()
+        except BaseException as exc:  # noqa: BLE001  a bug of the loop, or Ctrl-C: clean up first
+            self.fail(-1, -1, exc)
+            if not isinstance(exc, Exception):
+                interrupted = exc
+        self.finish()
+        if interrupted is not None:
+            raise interrupted
+        return self.res
+
+    # ------------------------------------------------------------------ steps of the run
+    def start(self) -> None:
+        """Synchronise every GPU, record the base timing events (``op_timing``), set ``t0`` and the
+        deadline, and make the ops without inputs ready."""
+        import torch
+
+        self.streams.synchronize()
+        if self.op_timing:
+            for p in dict.fromkeys(self.streams.devices):
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record(torch.cuda.current_stream(p))
+                self.base_events[p] = ev
+        self.t0 = time.perf_counter()
+        if self.timeout_s is not None:
+            self.deadline = self.t0 + self.timeout_s
+        for v in range(self.n):
+            if self.waiting[v] == 0:
+                self.make_ready(v)
+
+    def launch_ready_ops(self) -> None:
+        """Launch ready ops on lanes with room, most urgent first: idle lanes first, then (with
+        ``queue_depth > 1``) the second slot of each lane, and so on; a launch failure ends the run."""
+        res = self.res
+        for d in range(self.n_dev):
+            q = self.queues[d]
+            for level in range(self.queue_depth):
+                for lane in range(self.lanes):
+                    if not q or res.error is not None:
+                        break
+                    if len(self.inflight[d][lane]) <= level:
+                        v = q.pop()
+                        try:
+                            self.launch(v, d, lane)
+                        except Exception as exc:  # noqa: BLE001  OOM, bad shape, ...
+                            self.fail(v, d, exc)
+            if res.error is not None:
+                return
+
+    def collect_op_completions(self) -> None:
+        """Record the end [s] of every op whose completion event has fired and make its same-device
+        consumers ready. A stream runs in order, so only the head of each lane can be done."""
+        res, local = self.res, self.placed.local
+        for d in range(self.n_dev):
+            for lane in range(self.lanes):
+                fl = self.inflight[d][lane]
+                while fl:
+                    v, ev = fl[0]
+                    try:
+                        if not ev.query():
+                            break
+                    except Exception as exc:  # noqa: BLE001  asynchronous CUDA error
+                        self.fail(v, d, exc)
+                        break
+                    fl.popleft()
+                    now = time.perf_counter() - self.t0
+                    res.end[v] = now
+                    self.last_end = max(self.last_end, now)
+                    self.finished += 1
+                    self.arrive(local[v])
+
+    def collect_copy_arrivals(self) -> None:
+        """Record ``(producer end, arrival)`` [s] of every copy whose arrival event has fired and make
+        its consumers on the destination ready. A copy whose producer is not yet seen done waits, so
+        the host's bookkeeping stays causal (producer end <= copy end)."""
+        res = self.res
+        pending = []
+        for item in self.copies:
+            v, e, ev = item
+            if not np.isfinite(res.end[v]):
+                pending.append(item)
+                continue
+            try:
+                done = ev.query()
+            except Exception as exc:  # noqa: BLE001
+                self.fail(v, e, exc)
+                break
+            if done:
+                now = time.perf_counter() - self.t0
+                self.copy_times[(v, e)] = (float(res.end[v]), now)
+                self.arrive(self.placed.remote[v][e])
+            else:
+                pending.append(item)
+        self.copies = pending
+
+    def check_deadline(self) -> None:
+        """Stop the run with a ``"timeout"`` error once the deadline has passed with ops left."""
+        if self.deadline is not None and time.perf_counter() > self.deadline and self.finished < self.n:
+            self.res.error = (
+                f"timeout: the run passed its {self.timeout_s:g} s limit with {self.finished} of {self.n} "
+                f"ops done; raise timeout_s or check for a stuck op"
+            )
+            self.res.error_kind = "timeout"
+
+    def finish(self) -> None:
+        """Set the makespan [s] (NaN on error), synchronise every GPU, read the event times
+        (``op_timing``) and the outputs (``keep_outputs``), fill the edge times, then drop every
+        tensor and event of the run (and empty the CUDA cache after an error)."""
+        import torch
+
+        res, dev = self.res, self.placed.device
+        res.makespan = float(self.last_end) if res.error is None else float("nan")
+        try:
+            self.streams.synchronize()
+            if res.error is None and self.op_timing:
+                self.read_event_times()
+            if res.error is None and self.keep_outputs:
+                res.outputs = {v: self.values[(v, int(dev[v]))].cpu() for v in range(self.n)}
+        except Exception as exc:  # noqa: BLE001
+            self.fail(-1, -1, exc)
+            res.makespan = float("nan")
+        finally:
+            res.fill_edges(self.placed, self.copy_times)
+            self.values.clear()
+            self.arrival.clear()
+            self.op_events.clear()
+            self.copy_events.clear()
+            if res.error is not None:
+                with contextlib.suppress(Exception):
+                    torch.cuda.empty_cache()
+
+    def read_event_times(self) -> None:
+        """Op start/end and copy start/end [s] from the timing events, each against the base event of
+        the GPU it ran on (after the final synchronise)."""
+        res, dev, bases = self.res, self.placed.device, self.base_events
+        for v, (a, b) in self.op_events.items():
+            base = bases[self.streams.devices[int(dev[v])]]
+            res.start[v] = base.elapsed_time(a) / 1e3
+            res.end[v] = base.elapsed_time(b) / 1e3
+        for key, (a, b, p) in self.copy_events.items():
+            self.copy_times[key] = (bases[p].elapsed_time(a) / 1e3, bases[p].elapsed_time(b) / 1e3)
+
+    # ------------------------------------------------------------------ readiness, launches, copies
+    def make_ready(self, v: int) -> None:
+        """Push op ``v`` on its device's ready queue, numbering it in ``ready_seq``."""
+        self.res.ready_seq[v] = self.seq
+        self.queues[int(self.placed.device[v])].push(v, self.seq)
+        self.seq += 1
+
+    def arrive(self, consumers: list[int]) -> None:
+        """One more input of each consumer has arrived; those with none left become ready."""
         for v in consumers:
-            waiting[v] -= 1
-            if waiting[v] == 0:
-                make_ready(v)
+            self.waiting[v] -= 1
+            if self.waiting[v] == 0:
+                self.make_ready(v)
 
-    def launch(v: int, d: int, lane: int) -> None:
-        nonlocal seq
-        res.pick_seq[v] = seq
-        seq += 1
-        k = mat.kernels[v]
-        s = streams.compute[d][lane]
-        with torch.cuda.device(streams.devices[d]), torch.cuda.stream(s):
+    def launch(self, v: int, d: int, lane: int) -> None:
+        """Enqueue op ``v``'s kernel on lane ``lane`` of device ``d`` behind its inputs' arrival events,
+        record its completion event, and enqueue the copies of its output to the other devices."""
+        import torch
+
+        res = self.res
+        res.pick_seq[v] = self.seq
+        self.seq += 1
+        k = self.mat.kernels[v]
+        s = self.streams.compute[d][lane]
+        with torch.cuda.device(self.streams.devices[d]), torch.cuda.stream(s):
             operands = []
             for i, src in enumerate(k.sources):
                 if src == -1:
-                    operands.append(ext[v][i])
+                    operands.append(self.ext[v][i])
                 else:
-                    s.wait_event(arrival[(src, d)])
-                    operands.append(values[(src, d)])
+                    s.wait_event(self.arrival[(src, d)])
+                    operands.append(self.values[(src, d)])
             start_ev = None
-            if op_timing:
+            if self.op_timing:
                 start_ev = torch.cuda.Event(enable_timing=True)
                 start_ev.record(s)
-            res.start[v] = time.perf_counter() - t0
+            res.start[v] = time.perf_counter() - self.t0
             out = k(operands)
-            done = torch.cuda.Event(enable_timing=op_timing)
+            done = torch.cuda.Event(enable_timing=self.op_timing)
             done.record(s)
-        if op_timing:
-            timing_ev[v] = (start_ev, done)
-        values[(v, d)] = out
-        arrival[(v, d)] = done
-        inflight[d][lane].append((v, done))
-        for e in placed.remote[v]:
-            issue_copy(v, d, e, out, done)
+        if self.op_timing:
+            self.op_events[v] = (start_ev, done)
+        self.values[(v, d)] = out
+        self.arrival[(v, d)] = done
+        self.inflight[d][lane].append((v, done))
+        for e in self.placed.remote[v]:
+            self.issue_copy(v, d, e, out, done)
 
-    def issue_copy(v: int, d: int, e: int, out: Any, done: Any) -> None:
-        s_src, s_dst = streams.copy_pair(d, e)
+    def issue_copy(self, v: int, d: int, e: int, out: Any, done: Any) -> None:
+        """Enqueue the copy of op ``v``'s output ``out`` from device ``d`` to device ``e`` on the pair's
+        copy streams, after ``v``'s completion event ``done``; record its arrival event."""
+        import torch
+
+        s_src, s_dst = self.streams.copy_pair(d, e)
         # s_dst current on the destination GPU (the buffer is allocated there, on s_dst), then s_src
         # current on the source GPU (torch runs the device-to-device copy on the source's current
         # stream and makes the destination's current stream wait for it)
         with torch.cuda.stream(s_dst), torch.cuda.stream(s_src):
             s_src.wait_event(done)
-            if op_timing:
+            if self.op_timing:
                 start_ev = torch.cuda.Event(enable_timing=True)
                 start_ev.record(s_src)
-            dst = torch.empty_like(out, device=streams.devices[e])
+            dst = torch.empty_like(out, device=self.streams.devices[e])
             dst.copy_(out, non_blocking=True)
-            if op_timing:
+            if self.op_timing:
                 end_ev = torch.cuda.Event(enable_timing=True)
                 end_ev.record(s_src)
-                copy_ev[(v, e)] = (start_ev, end_ev, streams.devices[d])
+                self.copy_events[(v, e)] = (start_ev, end_ev, self.streams.devices[d])
             arrived = torch.cuda.Event()
             arrived.record(s_dst)
-        values[(v, e)] = dst
-        arrival[(v, e)] = arrived
-        copies.append((v, e, arrived))
+        self.values[(v, e)] = dst
+        self.arrival[(v, e)] = arrived
+        self.copies.append((v, e, arrived))
 
-    def fail(v: int, d: int, exc: BaseException) -> None:
+    def fail(self, v: int, d: int, exc: BaseException) -> None:
+        """Record the run's first failure (op ``v`` on device ``d``; -1 when neither is known)."""
+        res = self.res
         if res.error is None:
-            phys = streams.phys[d] if d >= 0 else "cuda"
+            phys = self.streams.phys[d] if d >= 0 else "cuda"
+            g = self.placed.graph
             res.error = describe_failure(g, v, d, phys, exc) if v >= 0 else f"{type(exc).__name__}: {exc}"
             res.error_kind = classify_error(exc)
             res.failed_op = v
             if "illegal" in str(exc).lower() or "device-side assert" in str(exc).lower():
                 res.error += " (a sticky CUDA error: restart the process before using this GPU again)"
-
-    streams.synchronize()
-    bases = {}
-    if op_timing:
-        for p in dict.fromkeys(streams.devices):
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record(torch.cuda.current_stream(p))
-            bases[p] = ev
-    t0 = time.perf_counter()
-    if timeout_s is not None:
-        deadline = t0 + timeout_s
-    for v in range(n):
-        if waiting[v] == 0:
-            make_ready(v)
-    interrupted: BaseException | None = None
-    try:
-        with torch.no_grad():
-            while finished < n and res.error is None:
-                # launch on free lanes, most urgent ready op first
-                # (idle lanes first, then, with queue_depth > 1, the second slot of each lane, ...)
-                for d in range(n_dev):
-                    q = queues[d]
-                    for level in range(queue_depth):
-                        for lane in range(lanes):
-                            if not q or res.error is not None:
-                                break
-                            if len(inflight[d][lane]) <= level:
-                                v = q.pop()
-                                try:
-                                    launch(v, d, lane)
-                                except Exception as exc:  # noqa: BLE001  OOM, bad shape, ...
-                                    fail(v, d, exc)
-                    if res.error is not None:
-                        break
-                if res.error is not None:
-                    break
-                # completions (a stream runs in order: only the head of each lane can be done)
-                for d in range(n_dev):
-                    for lane in range(lanes):
-                        fl = inflight[d][lane]
-                        while fl:
-                            v, ev = fl[0]
-                            try:
-                                if not ev.query():
-                                    break
-                            except Exception as exc:  # noqa: BLE001  asynchronous CUDA error
-                                fail(v, d, exc)
-                                break
-                            fl.popleft()
-                            now = time.perf_counter() - t0
-                            res.end[v] = now
-                            last_end = max(last_end, now)
-                            finished += 1
-                            arrive(placed.local[v])
-                if copies:
-                    pending = []
-                    for item in copies:
-                        v, e, ev = item
-                        if not np.isfinite(res.end[v]):  # producer not seen done yet: keep the
-                            pending.append(item)  # host's bookkeeping causal (end <= copy end)
-                            continue
-                        try:
-                            done = ev.query()
-                        except Exception as exc:  # noqa: BLE001
-                            fail(v, e, exc)
-                            break
-                        if done:
-                            now = time.perf_counter() - t0
-                            copy_times[(v, e)] = (float(res.end[v]), now)
-                            arrive(placed.remote[v][e])
-                        else:
-                            pending.append(item)
-                    copies = pending
-                if deadline is not None and time.perf_counter() > deadline and finished < n:
-                    res.error = (
-                        f"timeout: the run passed its {timeout_s:g} s limit with {finished} of {n} ops done; "
-                        f"raise timeout_s or check for a stuck op"
-                    )
-                    res.error_kind = "timeout"
-    except BaseException as exc:  # noqa: BLE001  a bug of the loop, or Ctrl-C: clean up first
-        fail(-1, -1, exc)
-        if not isinstance(exc, Exception):
-            interrupted = exc
-    res.makespan = float(last_end) if res.error is None else float("nan")
-    try:
-        streams.synchronize()
-        if res.error is None and op_timing:
-            for v, (a, b) in timing_ev.items():
-                base = bases[streams.devices[int(dev[v])]]
-                res.start[v] = base.elapsed_time(a) / 1e3
-                res.end[v] = base.elapsed_time(b) / 1e3
-            for key, (a, b, p) in copy_ev.items():
-                copy_times[key] = (bases[p].elapsed_time(a) / 1e3, bases[p].elapsed_time(b) / 1e3)
-        if res.error is None and keep_outputs:
-            res.outputs = {v: values[(v, int(dev[v]))].cpu() for v in range(n)}
-    except Exception as exc:  # noqa: BLE001
-        fail(-1, -1, exc)
-        res.makespan = float("nan")
-    finally:
-        res.fill_edges(placed, copy_times)
-        values.clear()
-        arrival.clear()
-        timing_ev.clear()
-        copy_ev.clear()
-        if res.error is not None:
-            with contextlib.suppress(Exception):
-                torch.cuda.empty_cache()
-    if interrupted is not None:
-        raise interrupted
-    return res

@@ -29,7 +29,7 @@ from doppler_gym.baselines.brute_force import brute_force, count_assignments
 from doppler_gym.baselines.cp_sat import cp_sat
 from doppler_gym.baselines.critical_path import critical_path
 from doppler_gym.baselines.heft import cpop, heft
-from doppler_gym.baselines.local_search import local_search
+from doppler_gym.baselines.local_search import LocalSearchResearch, local_search
 from doppler_gym.baselines.metis import metis_partition
 from doppler_gym.baselines.peft import peft
 from doppler_gym.baselines.simple import random_placement, round_robin, single_device
@@ -90,7 +90,7 @@ def run(
 
 
 __all__ = [
-    "Placement", "brute_force", "count_assignments", "cp_sat", "cpop", "critical_path", "get", "heft",
-    "local_search", "metis_partition", "names", "options", "peft", "random_placement", "round_robin", "run",
+    "LocalSearchResearch", "Placement", "brute_force", "count_assignments", "cp_sat", "cpop", "critical_path", "get",
+    "heft", "local_search", "metis_partition", "names", "options", "peft", "random_placement", "round_robin", "run",
     "single_device",
 ]

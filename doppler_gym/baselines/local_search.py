@@ -16,15 +16,20 @@ Moves, drawn with equal probability:
     group: an op together with its inputs, or with its consumers, or the linear chain it lies on
         (ops linked by edges whose producer has one consumer and consumer one input), to one device;
     block: a run of 2..``block_max`` consecutive ops of ``topological_order`` to one device;
-    proposal (only with ``proposal=``, a share ``proposal_share`` of all moves): one op to another
-        device drawn from the op's row of the ``(n_ops, D)`` proposal (e.g. a learned policy's
-        placement probabilities), so the search tries the moves a guide rates likely first.
+    proposal (only with a research ``proposal``, a share ``proposal_share`` of all moves): one op to
+        another device drawn from the op's row of the ``(n_ops, D)`` proposal (e.g. a learned
+        policy's placement probabilities), so the search tries the moves a guide rates likely first.
 
-Moves on the critical chain (``critical_share > 0``): a share of the moves draw their op (the op
-reassigned, the first op of a swap, an op inside the block, the proposal's op) from the critical chain
-of the current assignment's run (:func:`~doppler_gym.sim.critical.critical_chain`), the ops whose
-timing sets the makespan, instead of from all ops; one more :func:`~doppler_gym.sim.api.simulate` per
-accepted move finds the chain. Group moves stay uniform.
+Moves on the critical chain (research ``critical_share > 0``): a share of the moves draw their op (the
+op reassigned, the first op of a swap, an op inside the block, the proposal's op) from the critical
+chain of the current assignment's run (:func:`~doppler_gym.sim.critical.critical_chain`), the ops
+whose timing sets the makespan, instead of from all ops; one more :func:`~doppler_gym.sim.api.simulate`
+per accepted move finds the chain. Group moves stay uniform.
+
+Research options (:class:`LocalSearchResearch`, ``local_search(..., research=...)``): the search's
+own tuning (``patience``, ``kick``, ``temperature``, ``block_max``), the move proposal and the
+critical-chain moves. Each was measured against its default and showed no gain (the class says
+where), so they stay out of :func:`local_search`'s own arguments.
 
 Racing the starts (``probe_share > 0`` with two or more ``starts``): the start with the lowest
 makespan is not always the one whose search ends lowest (one local search ends in one of several
@@ -68,15 +73,9 @@ def local_search(
     seconds: float | None = 10.0,
     batch_size: int = 256,
     starts: Sequence[Placement | np.ndarray] | None = None,
-    patience: int = 200,
-    kick: int = 5,
-    temperature: float = 0.004,
-    block_max: int = 8,
-    proposal: np.ndarray | None = None,
-    proposal_share: float = 0.5,
     probe_share: float = 0.0,
-    critical_share: float = 0.0,
     threads: int | None = None,
+    research: LocalSearchResearch | None = None,
 ) -> Placement:
     """Improve the best of several start placements by batched local search (module docstring).
 
@@ -95,25 +94,15 @@ def local_search(
             (:func:`critical_path`, :func:`heft` and :func:`round_robin`).
             The best one is the start; under ``queue_order="priority"`` its order gives the
             priorities of every candidate.
-        patience: iterations without a new best before a restart from the best.
-        kick: random moves applied to the best at a restart.
-        temperature: Metropolis temperature as a fraction of the best makespan.
-        block_max: longest block move (ops).
-        proposal: ``(n_ops, D)`` nonnegative move weights per op and device (rows need not sum to
-            1; a row of zeros means uniform): proposal moves draw an op uniformly and its new device
-            from its row, the current device excluded. ``None``: no proposal moves.
-        proposal_share: the share of the moves that are proposal moves when ``proposal`` is given
-            (0..1); the other move kinds share the rest equally.
         probe_share: with two or more ``starts``, race them (module docstring): each start's probe
             gets this share of ``max_evals`` and of ``seconds``, the rest goes to the search from the
             best probe's placement; the probes and that search are seeded from ``seed`` and the start's
             index. ``probe_share * len(starts)`` must be below 1. 0: the search starts from the best
             start.
-        critical_share: the share of the moves whose op is drawn from the current critical chain
-            (module docstring), 0..1; 0 (the default): every op is drawn uniformly, as before.
         threads: Numba threads for the batches; ``None`` (the default): one or Numba's current count,
             whichever the search measures as faster on the machine as it is loaded now
             (:class:`~doppler_gym.sim.threads.ThreadTuner`). Only the wall clock depends on it.
+        research: the research options (:class:`LocalSearchResearch`); ``None``: their defaults.
 
     The search also stops when it reaches ``makespan_lower_bound`` (a proof of optimality),
     where that bound holds: one stream per device and no jitter. With jitter each candidate is
@@ -139,20 +128,74 @@ def local_search(
     warm_up(graph, topology, config)  # the simulator's kernels load (or compile) before the clock starts
     started = time.perf_counter()
     seed = check_seed(seed, "local_search")
-    _check_options(max_evals, seconds, batch_size, patience, kick, temperature, block_max)
-    proposal = _check_proposal(proposal, proposal_share, graph.n_ops, topology.n_devices)
+    _check_options(max_evals, seconds, batch_size)
+    if research is None:
+        research = LocalSearchResearch()
+    elif not isinstance(research, LocalSearchResearch):
+        raise TypeError(f"local_search: research must be a LocalSearchResearch or None, got {type(research).__name__}")
+    proposal = _check_proposal(research.proposal, graph.n_ops, topology.n_devices)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
         raise ValueError(f"local_search: threads must be an integer >= 1 or None, got {threads!r}")
-    if not (_is_number(critical_share) and 0.0 <= critical_share <= 1.0):
-        raise ValueError(f"local_search: critical_share must be a number in [0, 1], got {critical_share!r}")
     candidates = _start_placements(graph, topology, config, starts, seed)
     _check_probe_share(probe_share, len(candidates))
     searcher = _Searcher(graph, topology, config, makespan_lower_bound(graph, topology, config),
-                         _move_tables(graph), batch_size, patience, kick, temperature, block_max, proposal,
-                         float(proposal_share), float(critical_share), None if threads is None else int(threads))
+                         _move_tables(graph), batch_size, research.patience, research.kick, research.temperature,
+                         research.block_max, proposal, float(research.proposal_share),
+                         float(research.critical_share), None if threads is None else int(threads))
     if probe_share > 0 and len(candidates) > 1:
         return _race(searcher, candidates, seed, max_evals, seconds, float(probe_share), started)
     return searcher.run(min(candidates, key=lambda p: p.makespan), seed, max_evals, seconds, started)
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: compared by identity (``proposal`` is an array)
+class LocalSearchResearch:
+    """Research options of :func:`local_search`: knobs whose own measurements showed no gain over
+    their defaults (``docs/results/train_default.md``, ``docs/results/bench_place.md``), for
+    experiments only. ``LocalSearchResearch()`` is the search :func:`local_search` runs by default.
+
+    Attributes:
+        patience: iterations without a new best before a restart from the best (an integer >= 1).
+            ``patience=50`` found the teacher's best basin no more often than 200.
+        kick: random moves applied to the best at a restart (an integer >= 0). ``kick=20`` ended
+            exactly where 5 did (50,000 evaluations at 256 per step are fewer steps than ``patience``).
+        temperature: Metropolis temperature as a fraction of the best makespan (> 0). 0.02 ended
+            exactly where 0.004 did: the best of a batch is almost always no worse than the current.
+        block_max: longest block move [ops] (an integer >= 2).
+        proposal: ``(n_ops, D)`` nonnegative move weights per op and device (rows need not sum to
+            1; a row of zeros means uniform): proposal moves draw an op uniformly and its new device
+            from its row, the current device excluded. ``None``: no proposal moves. A policy's PLC
+            probabilities made the search worse (3.937 against 3.791 on random 1,000 ops at 5,000
+            evaluations); even an oracle's proposal was level with plain moves (1.0024 at 2 s).
+        proposal_share: the share of the moves that are proposal moves when ``proposal`` is given
+            (0..1); the other move kinds share the rest equally.
+        critical_share: the share of the moves whose op is drawn from the current critical chain
+            (module docstring), 0..1; 0: every op is drawn uniformly. Level with plain search
+            (0.9953, 0.9985 and 1.0025 of plain's makespan, each interval holding 1).
+
+    Raises:
+        ValueError: an option out of its range (checked when the object is made; the proposal's
+            shape is checked by :func:`local_search`, which knows the graph).
+    """
+
+    patience: int = 200
+    kick: int = 5
+    temperature: float = 0.004
+    block_max: int = 8
+    proposal: np.ndarray | None = None
+    proposal_share: float = 0.5
+    critical_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        for label, value, low in (("patience", self.patience, 1), ("kick", self.kick, 0),
+                                  ("block_max", self.block_max, 2)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"LocalSearchResearch: {label} must be an integer >= {low}, got {value!r}")
+        if not (_is_number(self.temperature) and self.temperature > 0):
+            raise ValueError(f"LocalSearchResearch: temperature must be a positive fraction of the makespan, "
+                             f"got {self.temperature!r}")
+        for label, value in (("proposal_share", self.proposal_share), ("critical_share", self.critical_share)):
+            if not (_is_number(value) and 0.0 <= value <= 1.0):
+                raise ValueError(f"LocalSearchResearch: {label} must be a number in [0, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -240,29 +283,20 @@ class _Searcher:
         return finish("local_search", graph, topology, config, best, order, started, info)
 
 
-def _check_options(
-    max_evals: int | None, seconds: float | None, batch_size: int, patience: int, kick: int, temperature: float,
-    block_max: int,
-) -> None:
+def _check_options(max_evals: int | None, seconds: float | None, batch_size: int) -> None:
     if max_evals is None and seconds is None:
         raise ValueError("local_search: give a budget: max_evals (simulations) and/or seconds (wall clock)")
-    counts = (("max_evals", max_evals, 0), ("batch_size", batch_size, 1), ("patience", patience, 1), ("kick", kick, 0),
-              ("block_max", block_max, 2))
-    for label, value, low in counts:
+    for label, value, low in (("max_evals", max_evals, 0), ("batch_size", batch_size, 1)):
         if value is None and label == "max_evals":
             continue
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"local_search: {label} must be an integer >= {low}, got {value!r}")
     if seconds is not None and not (_is_number(seconds) and seconds >= 0):
         raise ValueError(f"local_search: seconds must be a number >= 0 or None, got {seconds!r}")
-    if not (_is_number(temperature) and temperature > 0):
-        raise ValueError(f"local_search: temperature must be a positive fraction of the makespan, got {temperature!r}")
 
 
-def _check_proposal(proposal: object, share: object, n: int, d: int) -> np.ndarray | None:
-    """The proposal as ``(n, d) float64`` (or None), after checking it and its share."""
-    if not (_is_number(share) and 0.0 <= share <= 1.0):
-        raise ValueError(f"local_search: proposal_share must be a number in [0, 1], got {share!r}")
+def _check_proposal(proposal: object, n: int, d: int) -> np.ndarray | None:
+    """The research proposal as ``(n, d) float64`` (or None), after checking it."""
     if proposal is None:
         return None
     p = np.asarray(proposal, dtype=np.float64)

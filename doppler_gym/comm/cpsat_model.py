@@ -72,149 +72,210 @@ def build_chunk_model(net: Network, wants: np.ndarray, holds: np.ndarray, last_l
             chunk is left in flight to a switch (the rounds solver relies on it).
         require: every wanted chunk must be held at its destination at epoch ``last_land``.
     """
-    from ortools.sat.python import cp_model
-
-    pending = pending or {}
-    busy = busy or {}
-    m = cp_model.CpModel()
-    out = ChunkModel(model=m)
-    n_comm = wants.shape[0]
-    gpu = ~net.is_switch
-    lag = net.lag
-    arrivals: dict[tuple[int, int, int], list] = defaultdict(list)  # (c, node, t) -> literals landing
-    link_epoch: dict[tuple[int, int], list] = defaultdict(list)  # (l, k) -> literals
-    gpu_sends: list[tuple[int, int, int, object]] = []  # (c, i, k, lit) sends from non-holding GPUs
-    sw_sends: dict[tuple[int, int, int], list] = defaultdict(list)  # (c, w, k) -> out literals
-    pend_by_c: dict[int, dict[int, int]] = defaultdict(dict)
-    for (c, node), t in pending.items():
-        pend_by_c[c][node] = t
-
-    for c in range(n_comm):
+    builder = _ChunkModelBuilder(net, wants, holds, last_land, last_send, pending or {}, busy or {})
+    for c in range(wants.shape[0]):
         if not wants[c].any():
             continue
+        if not builder.add_sends(c, deadline=deadline, require=require):
+            builder.out.feasible = False
+            return builder.out
+    builder.add_buffers()
+    builder.add_send_only_what_is_held()
+    builder.add_switch_forwarding()
+    builder.add_capacity_windows()
+    if require and not builder.add_destinations():
+        builder.out.feasible = False
+    return builder.out
+
+
+class _ChunkModelBuilder:
+    """Adds the chunk model's variables and constraints step by step (the steps of :func:`build_chunk_model`).
+
+    The steps run in a fixed order, so one instance always gives the same model (CP-SAT's search, and
+    hence the schedule of a seed, depends on the order of variables and constraints).
+
+    Attributes:
+        net, wants, holds, last_land, last_send, busy: as in :func:`build_chunk_model`.
+        model: the ``cp_model.CpModel`` being built; out: the :class:`ChunkModel` returned.
+        pending_by_commodity: ``{c: {node: t}}`` the ``pending`` chunks, by commodity.
+        arrivals: ``{(c, node, t): [F literals landing at node in epoch t]}``.
+        link_epoch: ``{(link, k): [F literals starting on link in epoch k]}``.
+        gpu_sends: ``(c, gpu, k, literal)`` of every send from a GPU that does not hold ``c`` at epoch 0.
+        switch_sends: ``{(c, switch, k): [F literals leaving the switch in epoch k]}``.
+        true, false: the constant literals (created by :meth:`add_buffers`).
+    """
+
+    def __init__(self, net: Network, wants: np.ndarray, holds: np.ndarray, last_land: int, last_send: int,
+                 pending: dict[tuple[int, int], int], busy: dict[int, dict[int, int]]) -> None:
+        from ortools.sat.python import cp_model
+
+        self.net, self.wants, self.holds = net, wants, holds
+        self.last_land, self.last_send, self.busy = last_land, last_send, busy
+        self.model = cp_model.CpModel()
+        self.out = ChunkModel(model=self.model)
+        self.pending_by_commodity: dict[int, dict[int, int]] = defaultdict(dict)
+        for (c, node), t in pending.items():
+            self.pending_by_commodity[c][node] = t
+        self.arrivals: dict[tuple[int, int, int], list] = defaultdict(list)
+        self.link_epoch: dict[tuple[int, int], list] = defaultdict(list)
+        self.gpu_sends: list[tuple[int, int, int, object]] = []
+        self.switch_sends: dict[tuple[int, int, int], list] = defaultdict(list)
+        self.true: object = None
+        self.false: object = None
+
+    def add_sends(self, c: int, *, deadline: bool, require: bool) -> bool:
+        """Create the ``F`` literals of commodity ``c``: on every link whose sender can have ``c`` by
+        epoch ``k`` and whose receiver, not holding it, can pass it on to a destination in time.
+
+        Returns False when, with ``require``, a wanted chunk cannot reach its destination by
+        ``last_land`` (the horizon is infeasible); nothing is added then.
+        """
+        net, holds, m, out = self.net, self.holds, self.model, self.out
+        lag = net.lag
         starts = {int(i): 0 for i in np.flatnonzero(holds[c])}
-        for node, t in pend_by_c[c].items():
+        for node, t in self.pending_by_commodity[c].items():
             starts[node] = min(starts.get(node, INF), t)
         reach = earliest(net, starts)
-        togo = to_targets(net, wants[c])
+        togo = to_targets(net, self.wants[c])
         if require:
-            need = wants[c] & ~holds[c]
-            if np.any(reach[need] > last_land):
-                out.feasible = False
-                return out
+            need = self.wants[c] & ~holds[c]
+            if np.any(reach[need] > self.last_land):
+                return False
         for l in range(net.n_links):
             i, j = int(net.src[l]), int(net.dst[l])
             if holds[c, j] or togo[j] >= INF or reach[i] >= INF:
                 continue
-            hi = last_send
+            hi = self.last_send
             if deadline:
-                hi = min(hi, last_land - int(lag[l]) - int(togo[j]))
+                hi = min(hi, self.last_land - int(lag[l]) - int(togo[j]))
             else:
-                hi = min(hi, last_land - int(lag[l]))
+                hi = min(hi, self.last_land - int(lag[l]))
             if net.is_switch[j]:  # a switch forwards on arrival: only within the modelled sends
-                hi = min(hi, last_send - int(lag[l]))
+                hi = min(hi, self.last_send - int(lag[l]))
             for k in range(int(reach[i]), hi + 1):
                 v = m.NewBoolVar("")
                 out.sends.append((c, l, k))
                 out.send_vars.append(v)
-                arrivals[(c, j, k + int(lag[l]))].append(v)
-                link_epoch[(l, k)].append(v)
+                self.arrivals[(c, j, k + int(lag[l]))].append(v)
+                self.link_epoch[(l, k)].append(v)
                 if net.is_switch[i]:
-                    sw_sends[(c, i, k)].append(v)
+                    self.switch_sends[(c, i, k)].append(v)
                 elif not holds[c, i]:
-                    gpu_sends.append((c, i, k, v))
+                    self.gpu_sends.append((c, i, k, v))
+        return True
 
-    # buffers of GPUs (constants where held or already in flight)
-    true = m.NewConstant(1)
-    false = m.NewConstant(0)
-    land_times: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for (c, node, t) in arrivals:
-        if gpu[node]:
-            land_times[(c, node)].append(t)
+    def add_buffers(self) -> None:
+        """Create the constants and the ``H`` literals of every GPU a send lands on (constraint 2):
+        ``H[t] = H[t-1] + landings(t)`` from the first landing to ``last_land`` (or until an in-flight
+        copy arrives, after which nothing else may land there)."""
+        m, arrivals, last_land = self.model, self.arrivals, self.last_land
+        self.true = m.NewConstant(1)
+        self.false = m.NewConstant(0)
+        gpu = ~self.net.is_switch
+        land_times: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for (c, node, t) in arrivals:
+            if gpu[node]:
+                land_times[(c, node)].append(t)
+        for (c, i), times in land_times.items():
+            if self.holds[c, i]:
+                continue
+            first = min(times)
+            p = self.pending_by_commodity[c].get(i)
+            stop = last_land if p is None else min(last_land, p - 1)
+            if first > stop:
+                continue
+            lits = {t: m.NewBoolVar("") for t in range(first, stop + 1)}
+            self.out.hold[(c, i)] = lits
+            for t in range(first, stop + 1):
+                land = arrivals.get((c, i, t), [])
+                prev = lits.get(t - 1)
+                # H[t] = H[t-1] + landings(t): monotone, fed by arrivals, and at most one reception
+                m.Add(lits[t] == sum(land) + (prev if prev is not None else 0))
+            if p is not None:  # nothing else may land once the in-flight copy is there
+                late = [v for t in range(p, last_land + 1) for v in arrivals.get((c, i, t), [])]
+                for v in late:
+                    m.Add(v == 0)
 
-    def hold_lit(c: int, i: int, t: int):
-        if holds[c, i]:
-            return true
-        p = pend_by_c[c].get(i)
+    def hold_literal(self, c: int, i: int, t: int) -> object:
+        """The literal "GPU ``i`` holds ``c`` at the start of epoch ``t``": ``true``/``false`` where it
+        is a constant (held at epoch 0, an in-flight copy already there, nothing landed yet)."""
+        if self.holds[c, i]:
+            return self.true
+        p = self.pending_by_commodity[c].get(i)
         if p is not None and p <= t:
-            return true
-        lits = out.hold.get((c, i))
+            return self.true
+        lits = self.out.hold.get((c, i))
         if not lits:
-            return false
+            return self.false
         first = min(lits)
         if t < first:
-            return false
+            return self.false
         return lits[min(t, max(lits))]
 
-    for (c, i), times in land_times.items():
-        if holds[c, i]:
-            continue
-        first = min(times)
-        p = pend_by_c[c].get(i)
-        stop = last_land if p is None else min(last_land, p - 1)
-        if first > stop:
-            continue
-        lits = {t: m.NewBoolVar("") for t in range(first, stop + 1)}
-        out.hold[(c, i)] = lits
-        for t in range(first, stop + 1):
-            land = arrivals.get((c, i, t), [])
-            prev = lits.get(t - 1)
-            # H[t] = H[t-1] + landings(t): monotone, fed by arrivals, and at most one reception
-            m.Add(lits[t] == sum(land) + (prev if prev is not None else 0))
-        if p is not None:  # nothing else may land once the in-flight copy is there
-            late = [v for t, vs_t in ((t, arrivals.get((c, i, t), [])) for t in range(p, last_land + 1)) for v in vs_t]
-            for v in late:
+    def add_send_only_what_is_held(self) -> None:
+        """Constraint 3: a GPU sends ``c`` in epoch ``k`` only if it holds ``c`` then."""
+        m = self.model
+        for c, i, k, v in self.gpu_sends:
+            h = self.hold_literal(c, i, k)
+            if h is self.false:
                 m.Add(v == 0)
-    for c, i, k, v in gpu_sends:
-        h = hold_lit(c, i, k)
-        if h is false:
-            m.Add(v == 0)
-        elif h is not true:
-            m.AddImplication(v, h)
-    for (c, w, k), outs in sw_sends.items():
-        if pend_by_c[c].get(w) == k:
-            if not net.copy_capable[w]:
-                m.Add(sum(outs) <= 1 + sum(arrivals.get((c, w, k), [])))
-            continue
-        ins = arrivals.get((c, w, k), [])
-        if net.copy_capable[w]:
-            for v in outs:
-                m.AddBoolOr([v.Not()] + list(ins))
-        else:
-            m.Add(sum(outs) <= sum(ins))
+            elif h is not self.true:
+                m.AddImplication(v, h)
 
-    # capacity windows
-    by_link: dict[int, dict[int, list]] = defaultdict(dict)
-    for (l, k), vs in link_epoch.items():
-        by_link[l][k] = vs
-    for l, epochs in by_link.items():
-        w, cap = int(net.window[l]), int(net.cap[l])
-        prior = busy.get(l, {})
-        ks = sorted(epochs)
-        for k in range(ks[0], ks[-1] + w):
-            lo = k - w + 1
-            terms = [v for kk in range(max(lo, 0), k + 1) for v in epochs.get(kk, [])]
-            used = sum(n for kk, n in prior.items() if lo <= kk < 0)
-            room = cap - used
-            if len(terms) <= room:
+    def add_switch_forwarding(self) -> None:
+        """Constraint 4: a switch sends ``c`` in epoch ``k`` only what lands there in epoch ``k`` (any
+        number of copies if copy-capable, else one per landing; an in-flight copy counts once)."""
+        m, arrivals, net = self.model, self.arrivals, self.net
+        for (c, w, k), outs in self.switch_sends.items():
+            if self.pending_by_commodity[c].get(w) == k:
+                if not net.copy_capable[w]:
+                    m.Add(sum(outs) <= 1 + sum(arrivals.get((c, w, k), [])))
                 continue
-            if room <= 0:
-                for v in terms:
-                    m.Add(v == 0)
-            elif room == 1:
-                m.AddAtMostOne(terms)
+            ins = arrivals.get((c, w, k), [])
+            if net.copy_capable[w]:
+                for v in outs:
+                    m.AddBoolOr([v.Not()] + list(ins))
             else:
-                m.Add(sum(terms) <= room)
+                m.Add(sum(outs) <= sum(ins))
 
-    if require:
-        for c, d in zip(*np.nonzero(wants & ~holds)):
-            h = hold_lit(int(c), int(d), last_land)
-            if h is false:
-                out.feasible = False
-                return out
-            if h is not true:
-                m.Add(h == 1)
-    return out
+    def add_capacity_windows(self) -> None:
+        """Constraint 1: every window of ``window[l]`` epochs holds at most ``cap[l]`` sends on link
+        ``l``, less the sends of an earlier round (``busy``) still inside the window."""
+        m, net = self.model, self.net
+        by_link: dict[int, dict[int, list]] = defaultdict(dict)
+        for (l, k), vs in self.link_epoch.items():
+            by_link[l][k] = vs
+        for l, epochs in by_link.items():
+            w, cap = int(net.window[l]), int(net.cap[l])
+            prior = self.busy.get(l, {})
+            ks = sorted(epochs)
+            for k in range(ks[0], ks[-1] + w):
+                lo = k - w + 1
+                terms = [v for kk in range(max(lo, 0), k + 1) for v in epochs.get(kk, [])]
+                used = sum(n for kk, n in prior.items() if lo <= kk < 0)
+                room = cap - used
+                if len(terms) <= room:
+                    continue
+                if room <= 0:
+                    for v in terms:
+                        m.Add(v == 0)
+                elif room == 1:
+                    m.AddAtMostOne(terms)
+                else:
+                    m.Add(sum(terms) <= room)
+
+    def add_destinations(self) -> bool:
+        """Constraint 5: every wanted ``(c, d)`` is held at epoch ``last_land``.
+
+        Returns False (stopping at the first such pair) when one can never be held by then.
+        """
+        for c, d in zip(*np.nonzero(self.wants & ~self.holds)):
+            h = self.hold_literal(int(c), int(d), self.last_land)
+            if h is self.false:
+                return False
+            if h is not self.true:
+                self.model.Add(h == 1)
+        return True
 
 
 def solver_params(time_limit: float, seed: int):

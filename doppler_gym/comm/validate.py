@@ -75,97 +75,160 @@ class _Log:
 def validate(schedule: Schedule) -> ValidationReport:
     """Check ``schedule`` (see the module docstring); never raises for a bad schedule."""
     topo, demand = schedule.topology, schedule.demand
-    n_nodes, n_links, n_comm = topo.n_nodes, topo.n_links, demand.n_commodities
-    errors, warnings = _Log(), _Log()
-    empty = np.full((n_comm, demand.n_nodes), -1, np.int64)
-    if demand.n_nodes != n_nodes:
+    if demand.n_nodes != topo.n_nodes:
         msg = (
             f"topology: the demand is defined on {demand.n_nodes} nodes but topology {topo.name!r} has "
-            f"{n_nodes}; build the demand with make_demand(kind, this topology)"
+            f"{topo.n_nodes}; build the demand with make_demand(kind, this topology)"
         )
+        empty = np.full((demand.n_commodities, demand.n_nodes), -1, np.int64)
         return ValidationReport(False, [msg], [], empty, 0)
-    names = topo.node_names
-    sends = schedule.sends.astype(np.int64)
-    x, link, k = sends[:, 0], sends[:, 1], sends[:, 2]
+    replay = _Replay(schedule)
+    replay.check_ids()
+    replay.check_duplicates()
+    replay.check_capacity()
+    replay.find_arrivals()
+    replay.check_gpu_causality()
+    replay.check_switch_causality()
+    replay.check_horizon()
+    replay.check_demands()
+    delivery, needed = replay.delivery_epochs()
+    replay.warn_redundant_receptions()
+    errors, warnings = replay.errors, replay.warnings
+    if not errors.lines and schedule.epochs > needed:
+        warnings.add("epochs", [f"every demand is met after {needed} epochs, the schedule claims {schedule.epochs}"], 1)
+    return ValidationReport(
+        ok=not errors.lines, errors=errors.lines, warnings=warnings.lines, delivery_epoch=delivery,
+        epochs_needed=needed,
+    )
 
-    # ---- ids
-    bad = (x < 0) | (x >= n_comm) | (link < 0) | (link >= n_links) | (k < 0)
-    if bad.any():
-        errors.add_rows("ids", bad, lambda r: (
-            f"send row {r} = (commodity {x[r]}, link {link[r]}, epoch {k[r]}) is out of range (commodities "
-            f"0..{n_comm - 1}, links 0..{n_links - 1}, epochs >= 0)"))
-        x, link, k = x[~bad], link[~bad], k[~bad]
 
-    def where(r: int) -> str:
-        lk = int(link[r])
-        return f"commodity {x[r]} on link {lk} ({names[topo.src[lk]]} -> {names[topo.dst[lk]]}) in epoch {k[r]}"
+class _Replay:
+    """One validation: the schedule's sends as arrays and the checks of :func:`validate` as steps.
 
-    # ---- duplicates
-    horizon = int(k.max()) + 1 if k.size else 1
-    key = (x * n_links + link) * horizon + k
-    _uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
-    if np.any(counts > 1):
-        dup = first[counts > 1]
-        errors.add("duplicate", [f"{where(r)} is listed {counts[counts > 1][i]} times; list each send once"
-                                 for i, r in enumerate(dup[:MAX_MESSAGES])], dup.size)
+    The steps run in the order :func:`validate` calls them; each adds its lines to ``errors`` or
+    ``warnings``. Row ``r`` indexes the sends kept after :meth:`check_ids`.
 
-    timing = link_timing(topo, schedule.tau, schedule.chunk_bytes)
-    offset = arrival_offset(topo, timing)
+    Attributes:
+        x, link, k: ``(n_sends,) int64`` commodity, link and start epoch of each send.
+        horizon: ``1 + max`` start epoch (1 without sends).
+        timing: the :func:`~doppler_gym.comm.schedule.link_timing` of the links.
+        offset: ``(n_links,) int64`` epochs from a send's start to its arrival.
+        head, tail: ``(n_sends,) int64`` receiving and sending node of each send (after :meth:`find_arrivals`).
+        arrive: ``(n_sends,) int64`` epoch from whose start the receiver holds the send's commodity.
+        head_gpu, tail_gpu: ``(n_sends,) bool`` the receiver / sender is a GPU.
+        held: ``(n_commodities, n_nodes) int64`` first epoch a GPU holds a commodity (``NEVER`` if it
+            never does; 0 at the source).
+    """
 
-    # ---- capacity: windows of beta+1 epochs ending at e >= beta
-    beta = timing.beta
-    cap = timing.window_capacity
-    width = max(horizon, int(beta.max(initial=0)) + 1)
-    counts_le = np.zeros((n_links, width), np.int64)
-    np.add.at(counts_le, (link, k), 1)
-    csum = np.zeros((n_links, width + 1), np.int64)
-    np.cumsum(counts_le, axis=1, out=csum[:, 1:])
-    ends = np.arange(width)[None, :]
-    starts = ends - beta[:, None]
-    valid = starts >= 0
-    rows = np.arange(n_links)[:, None]
-    window = csum[rows, ends + 1] - csum[rows, np.maximum(starts, 0)]
-    over = valid & (window > cap[:, None])
-    if over.any():
-        ls, es = np.nonzero(over)
-        msgs = []
-        for lk, e in zip(ls[:MAX_MESSAGES], es[:MAX_MESSAGES]):
-            lo = e - beta[lk]
-            span = f"epoch {e}" if beta[lk] == 0 else f"epochs {lo}..{e}"
-            msgs.append(
-                f"link {lk} ({names[topo.src[lk]]} -> {names[topo.dst[lk]]}) carries {window[lk, e]} sends in "
-                f"{span}, more than its {cap[lk]} (kappa={timing.kappa[lk]:.3g} chunks/epoch, beta={beta[lk]}); "
-                f"move sends to later epochs"
-            )
-        errors.add("capacity", msgs, int(over.sum()))
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.topo, self.demand = schedule.topology, schedule.demand
+        self.names = self.topo.node_names
+        self.n_nodes, self.n_links, self.n_comm = self.topo.n_nodes, self.topo.n_links, self.demand.n_commodities
+        self.errors, self.warnings = _Log(), _Log()
+        sends = schedule.sends.astype(np.int64)
+        self.x, self.link, self.k = sends[:, 0], sends[:, 1], sends[:, 2]
+        self.horizon = 1
+        self.timing = link_timing(self.topo, schedule.tau, schedule.chunk_bytes)
+        self.offset = arrival_offset(self.topo, self.timing)
 
-    # ---- arrivals
-    head = topo.dst[link].astype(np.int64)
-    tail = topo.src[link].astype(np.int64)
-    arrive = k + offset[link]
-    head_gpu = ~topo.is_switch[head]
-    held = np.full((n_comm, n_nodes), NEVER, np.int64)
-    held[np.arange(n_comm), demand.source] = 0
-    np.minimum.at(held, (x[head_gpu], head[head_gpu]), arrive[head_gpu])
+    def where(self, r: int) -> str:
+        """``commodity 1 on link 2 (b -> c) in epoch 0``: send row ``r`` in words."""
+        topo, names = self.topo, self.names
+        lk = int(self.link[r])
+        route = f"{names[topo.src[lk]]} -> {names[topo.dst[lk]]}"
+        return f"commodity {self.x[r]} on link {lk} ({route}) in epoch {self.k[r]}"
 
-    # ---- causality at GPUs
-    tail_gpu = ~topo.is_switch[tail]
-    unheld = tail_gpu & (held[x, tail] > k)
+    def check_ids(self) -> None:
+        """Commodity, link and epoch of every send in range; the sends out of range are dropped."""
+        x, link, k, n_comm, n_links = self.x, self.link, self.k, self.n_comm, self.n_links
+        bad = (x < 0) | (x >= n_comm) | (link < 0) | (link >= n_links) | (k < 0)
+        if bad.any():
+            self.errors.add_rows("ids", bad, lambda r: (
+                f"send row {r} = (commodity {x[r]}, link {link[r]}, epoch {k[r]}) is out of range (commodities "
+                f"0..{n_comm - 1}, links 0..{n_links - 1}, epochs >= 0)"))
+            self.x, self.link, self.k = x[~bad], link[~bad], k[~bad]
+        self.horizon = int(self.k.max()) + 1 if self.k.size else 1
 
-    def not_held(r: int) -> str:
-        h = held[x[r], tail[r]]
-        when = "never holds it" if h >= NEVER else f"holds it only from epoch {h}"
-        return f"{where(r)}: GPU {names[tail[r]]} {when}; send it after it arrives"
+    def check_duplicates(self) -> None:
+        """No send (commodity, link, epoch) is listed twice."""
+        key = (self.x * self.n_links + self.link) * self.horizon + self.k
+        _uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+        if np.any(counts > 1):
+            dup, times = first[counts > 1], counts[counts > 1]
+            msgs = [f"{self.where(r)} is listed {times[i]} times; list each send once"
+                    for i, r in enumerate(dup[:MAX_MESSAGES])]
+            self.errors.add("duplicate", msgs, dup.size)
 
-    errors.add_rows("causality", unheld, not_held)
+    def check_capacity(self) -> None:
+        """Every window of ``beta + 1`` epochs ending at ``e >= beta`` holds at most ``window_capacity``
+        sends on a link (counted with cumulative sums over ``(n_links, epochs)``)."""
+        topo, names, timing, n_links = self.topo, self.names, self.timing, self.n_links
+        beta = timing.beta
+        cap = timing.window_capacity
+        width = max(self.horizon, int(beta.max(initial=0)) + 1)
+        counts_le = np.zeros((n_links, width), np.int64)
+        np.add.at(counts_le, (self.link, self.k), 1)
+        csum = np.zeros((n_links, width + 1), np.int64)
+        np.cumsum(counts_le, axis=1, out=csum[:, 1:])
+        ends = np.arange(width)[None, :]
+        starts = ends - beta[:, None]
+        valid = starts >= 0
+        rows = np.arange(n_links)[:, None]
+        window = csum[rows, ends + 1] - csum[rows, np.maximum(starts, 0)]
+        over = valid & (window > cap[:, None])
+        if over.any():
+            ls, es = np.nonzero(over)
+            msgs = []
+            for lk, e in zip(ls[:MAX_MESSAGES], es[:MAX_MESSAGES]):
+                lo = e - beta[lk]
+                span = f"epoch {e}" if beta[lk] == 0 else f"epochs {lo}..{e}"
+                msgs.append(
+                    f"link {lk} ({names[topo.src[lk]]} -> {names[topo.dst[lk]]}) carries {window[lk, e]} sends in "
+                    f"{span}, more than its {cap[lk]} (kappa={timing.kappa[lk]:.3g} chunks/epoch, beta={beta[lk]}); "
+                    f"move sends to later epochs"
+                )
+            self.errors.add("capacity", msgs, int(over.sum()))
 
-    # ---- causality at switches: sends in epoch e match arrivals for epoch e
-    base = horizon + int(offset.max(initial=0)) + 1  # > every epoch a key holds
-    sw_in = ~head_gpu
-    in_keys, in_counts = np.unique((x[sw_in] * n_nodes + head[sw_in]) * base + arrive[sw_in], return_counts=True)
-    sw_out = ~tail_gpu
-    out_rows = np.flatnonzero(sw_out)
-    if out_rows.size:
+    def find_arrivals(self) -> None:
+        """Receiver, sender and arrival epoch of every send, and the first epoch each GPU holds each
+        commodity (``held``)."""
+        topo = self.topo
+        self.head = topo.dst[self.link].astype(np.int64)
+        self.tail = topo.src[self.link].astype(np.int64)
+        self.arrive = self.k + self.offset[self.link]
+        self.head_gpu = ~topo.is_switch[self.head]
+        self.tail_gpu = ~topo.is_switch[self.tail]
+        held = np.full((self.n_comm, self.n_nodes), NEVER, np.int64)
+        held[np.arange(self.n_comm), self.demand.source] = 0
+        hg = self.head_gpu
+        np.minimum.at(held, (self.x[hg], self.head[hg]), self.arrive[hg])
+        self.held = held
+
+    def check_gpu_causality(self) -> None:
+        """A GPU sends only a commodity it holds at the start of that epoch."""
+        x, k, tail, held, names = self.x, self.k, self.tail, self.held, self.names
+        unheld = self.tail_gpu & (held[x, tail] > k)
+
+        def not_held(r: int) -> str:
+            h = held[x[r], tail[r]]
+            when = "never holds it" if h >= NEVER else f"holds it only from epoch {h}"
+            return f"{self.where(r)}: GPU {names[tail[r]]} {when}; send it after it arrives"
+
+        self.errors.add_rows("causality", unheld, not_held)
+
+    def check_switch_causality(self) -> None:
+        """A switch sends a commodity only in the epoch it arrives there: on any number of out-links if
+        copy-capable, else on at most as many as copies arrived (sends and arrivals matched by a key
+        ``(commodity, switch, epoch)``)."""
+        x, k, head, tail, arrive, n_nodes = self.x, self.k, self.head, self.tail, self.arrive, self.n_nodes
+        base = self.horizon + int(self.offset.max(initial=0)) + 1  # > every epoch a key holds
+        sw_in = ~self.head_gpu
+        in_keys, in_counts = np.unique((x[sw_in] * n_nodes + head[sw_in]) * base + arrive[sw_in], return_counts=True)
+        sw_out = ~self.tail_gpu
+        out_rows = np.flatnonzero(sw_out)
+        if not out_rows.size:
+            return
         out_key = (x[sw_out] * n_nodes + tail[sw_out]) * base + k[sw_out]
         okeys, ofirst, ocounts = np.unique(out_key, return_index=True, return_counts=True)
         arrived = np.zeros(okeys.size, np.int64)
@@ -173,14 +236,14 @@ def validate(schedule: Schedule) -> ValidationReport:
             pos = np.minimum(np.searchsorted(in_keys, okeys), in_keys.size - 1)
             match = in_keys[pos] == okeys
             arrived[match] = in_counts[pos[match]]
-        copy = topo.copy_capable[tail[out_rows[ofirst]]]
+        copy = self.topo.copy_capable[tail[out_rows[ofirst]]]
         allowed = np.where(copy, np.where(arrived > 0, ocounts, 0), arrived)
         badsw = ocounts > allowed
         if badsw.any():
             msgs = []
             for i in np.flatnonzero(badsw)[:MAX_MESSAGES]:
                 r = out_rows[ofirst[i]]
-                sw = names[tail[r]]
+                sw = self.names[tail[r]]
                 if arrived[i] == 0:
                     msgs.append(
                         f"switch {sw} sends commodity {x[r]} in epoch {k[r]} on {ocounts[i]} link(s) but it does not "
@@ -191,49 +254,54 @@ def validate(schedule: Schedule) -> ValidationReport:
                         f"switch {sw} cannot copy: it sends commodity {x[r]} on {ocounts[i]} links in epoch {k[r]} "
                         f"but only {arrived[i]} cop{'y' if arrived[i] == 1 else 'ies'} arrived; send one per arrival"
                     )
-            errors.add("switch", msgs, int(badsw.sum()))
+            self.errors.add("switch", msgs, int(badsw.sum()))
 
-    # ---- horizon
-    errors.add_rows("horizon", arrive > schedule.epochs, lambda r: (
-        f"{where(r)} arrives in epoch {arrive[r]}, after the schedule's {schedule.epochs} epochs; drop the "
-        f"send or raise epochs"))
+    def check_horizon(self) -> None:
+        """Every send arrives by the schedule's ``epochs``."""
+        arrive, epochs = self.arrive, self.schedule.epochs
+        self.errors.add_rows("horizon", arrive > epochs, lambda r: (
+            f"{self.where(r)} arrives in epoch {arrive[r]}, after the schedule's {epochs} epochs; drop the "
+            f"send or raise epochs"))
 
-    # ---- demands
-    wanted = demand.wants
-    got = held <= schedule.epochs
-    missing = wanted & ~got
-    if missing.any():
-        xs, vs = np.nonzero(missing)
-        msgs = []
-        for c, v in zip(xs[:MAX_MESSAGES], vs[:MAX_MESSAGES]):
-            h = held[c, v]
-            state = "never arrives" if h >= NEVER else f"arrives only at the start of epoch {h}"
-            msgs.append(
-                f"commodity {c} (chunk {demand.chunk[c]} of {names[demand.source[c]]}) is wanted at {names[v]} but "
-                f"{state}; the schedule claims {schedule.epochs} epochs"
-            )
-        errors.add("demand", msgs, int(missing.sum()))
+    def check_demands(self) -> None:
+        """Every wanted (commodity, GPU) is held by the start of epoch ``epochs``."""
+        demand, held, names, epochs = self.demand, self.held, self.names, self.schedule.epochs
+        missing = demand.wants & ~(held <= epochs)
+        if missing.any():
+            xs, vs = np.nonzero(missing)
+            msgs = []
+            for c, v in zip(xs[:MAX_MESSAGES], vs[:MAX_MESSAGES]):
+                h = held[c, v]
+                state = "never arrives" if h >= NEVER else f"arrives only at the start of epoch {h}"
+                msgs.append(
+                    f"commodity {c} (chunk {demand.chunk[c]} of {names[demand.source[c]]}) is wanted at {names[v]} but "
+                    f"{state}; the schedule claims {epochs} epochs"
+                )
+            self.errors.add("demand", msgs, int(missing.sum()))
 
-    delivery = np.where(held < NEVER, held - 1, -1)
-    delivery[np.arange(n_comm), demand.source] = -1
-    delivery[:, topo.is_switch] = -1
-    needed = int(delivery[wanted].max(initial=-1)) + 1 if wanted.any() else 0
+    def delivery_epochs(self) -> tuple[np.ndarray, int]:
+        """``(delivery_epoch, epochs_needed)`` of :class:`ValidationReport`: ``(n_commodities, n_nodes)
+        int64`` epoch at whose end a GPU first holds a commodity (-1 at its source, at switches and
+        where it never arrives), and ``1 + max`` of it over the wanted pairs (0 if none)."""
+        wanted = self.demand.wants
+        delivery = np.where(self.held < NEVER, self.held - 1, -1)
+        delivery[np.arange(self.n_comm), self.demand.source] = -1
+        delivery[:, self.topo.is_switch] = -1
+        needed = int(delivery[wanted].max(initial=-1)) + 1 if wanted.any() else 0
+        return delivery, needed
 
-    # ---- warnings
-    if head_gpu.any():
-        gx, gv = x[head_gpu], head[head_gpu]
-        n_recv = np.zeros((n_comm, n_nodes), np.int64)
-        np.add.at(n_recv, (gx, gv), 1)
-        n_recv[np.arange(n_comm), demand.source] += 1
+    def warn_redundant_receptions(self) -> None:
+        """Warn when sends deliver a commodity to a GPU that already holds it."""
+        hg = self.head_gpu
+        if not hg.any():
+            return
+        n_recv = np.zeros((self.n_comm, self.n_nodes), np.int64)
+        np.add.at(n_recv, (self.x[hg], self.head[hg]), 1)
+        n_recv[np.arange(self.n_comm), self.demand.source] += 1
         extra = int(np.maximum(n_recv - 1, 0).sum())
         if extra:
             c, v = (int(a[0]) for a in np.nonzero(n_recv > 1))
-            warnings.add("redundant", [
-                f"{extra} sends deliver a commodity to a GPU that already has it (e.g. commodity {c} at {names[v]})"
+            example = f"commodity {c} at {self.names[v]}"
+            self.warnings.add("redundant", [
+                f"{extra} sends deliver a commodity to a GPU that already has it (e.g. {example})"
             ], 1)
-    if not errors.lines and schedule.epochs > needed:
-        warnings.add("epochs", [f"every demand is met after {needed} epochs, the schedule claims {schedule.epochs}"], 1)
-    return ValidationReport(
-        ok=not errors.lines, errors=errors.lines, warnings=warnings.lines, delivery_epoch=delivery,
-        epochs_needed=needed,
-    )

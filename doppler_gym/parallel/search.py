@@ -55,7 +55,7 @@ def island_search(graph: DataflowGraph, topology: Topology | int, config: SimCon
         ray_address: ``None``: the islands run here one after another; else a Ray address
             (:func:`~doppler_gym.parallel.tasks.connect`).
         task_cpus: CPUs each island's Ray task reserves (its ``map_tasks`` ``num_cpus``).
-        options: more ``local_search`` options (``batch_size``, ``patience``, ...).
+        options: more ``local_search`` options (``batch_size``, ``research``, ...).
 
     Returns:
         The best :class:`Placement`, named ``"island_search"``; ``info``: ``islands``, ``rounds``,

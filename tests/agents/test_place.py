@@ -62,10 +62,6 @@ def test_guided_search_is_seeded_and_never_worse_than_its_starts(graph, policy):
     assert set(a.info["heuristic_starts"]) == {"critical_path", "heft", "round_robin"}
     assert a.info["heuristic_starts"]["heft"] == baselines.heft(graph, topo).makespan
     assert a.makespan == resimulate(graph, topo, a.assignment, a.order)
-    # no proposal by default
-    assert not a.info["proposal"]
-    with_proposal = place(graph, **kw, proposal_share=0.5)
-    assert with_proposal.info["proposal"] == with_proposal.info["raced"]
     best_heuristic = min(a.info["heuristic_starts"].values())
     assert a.info["raced"] == (a.info["best_decode_makespan"] <= 1.1 * best_heuristic)
     if a.info["raced"]:  # a probe from the best heuristic and one from the best decode
@@ -148,7 +144,6 @@ def test_a_budget_too_short_for_the_decode_searches_without_the_policy():
     ({"devices": 2, "topology": "p100x4"}, ValueError, "not both"),
     ({"search_seconds": -1.0}, ValueError, "search_seconds"),
     ({"seed": -3}, ValueError, "seed"),
-    ({"proposal_share": 1.5}, ValueError, "proposal_share"),
     ({"probe_share": 0.5}, ValueError, "probe_share"),
     ({"sample_gap": 0.0}, ValueError, "sample_gap"),
     ({"decode_share": 0.0}, ValueError, "decode_share"),

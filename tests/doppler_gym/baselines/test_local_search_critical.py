@@ -1,4 +1,5 @@
-"""local_search(critical_share=...): moves whose op comes from the critical chain of the current run."""
+"""local_search(research=LocalSearchResearch(critical_share=...)): moves whose op comes from the critical chain
+of the current run."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym import baselines
+from doppler_gym.baselines import LocalSearchResearch
 from doppler_gym.baselines.local_search import _Moves
-from tests.doppler_gym.baselines.baseline_graphs import RAW, small_random
+from tests.doppler_gym.baselines.baseline_graphs import RAW
 
 
 def _edgeless(n_long: int = 10, n_short: int = 20) -> dg.DataflowGraph:
@@ -41,7 +43,7 @@ def test_the_search_is_seeded_never_worse_than_its_start_and_resimulates():
     graph = dg.workloads.make("random", n_ops=60, levels=8, seed=4)
     topo = dg.Topology.uniform(3)
     config = dg.SimConfig()
-    kwargs = dict(seed=3, max_evals=1500, seconds=None, batch_size=64, critical_share=0.5)
+    kwargs = dict(seed=3, max_evals=1500, seconds=None, batch_size=64, research=LocalSearchResearch(critical_share=0.5))
     a = baselines.local_search(graph, topo, config, **kwargs)
     b = baselines.local_search(graph, topo, config, **kwargs)
     np.testing.assert_array_equal(a.assignment, b.assignment)
@@ -52,4 +54,4 @@ def test_the_search_is_seeded_never_worse_than_its_start_and_resimulates():
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "half", None])
 def test_a_bad_share_is_refused(bad):
     with pytest.raises(ValueError, match="critical_share must be a number in"):
-        baselines.local_search(small_random(1, n_ops=6), 2, RAW, max_evals=10, critical_share=bad)
+        LocalSearchResearch(critical_share=bad)

@@ -7,6 +7,7 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym import baselines
+from doppler_gym.baselines import LocalSearchResearch
 from doppler_gym.baselines.local_search import _child_seed, _Moves, default_starts
 from tests.doppler_gym.baselines.baseline_graphs import RAW, small_random, two_chains
 
@@ -37,7 +38,7 @@ def test_no_proposal_or_a_zero_share_is_the_plain_search():
     graph = small_random(3, n_ops=7)
     plain = baselines.local_search(graph, 3, RAW, seed=2, max_evals=600, seconds=None, batch_size=32)
     zero = baselines.local_search(graph, 3, RAW, seed=2, max_evals=600, seconds=None, batch_size=32,
-                                  proposal=np.ones((7, 3)), proposal_share=0.0)
+                                  research=LocalSearchResearch(proposal=np.ones((7, 3)), proposal_share=0.0))
     np.testing.assert_array_equal(plain.assignment, zero.assignment)
     assert plain.info["evals"] == zero.info["evals"] and plain.makespan == zero.makespan
 
@@ -49,7 +50,8 @@ def test_array_starts_and_proposal_are_seeded_and_never_worse_than_the_best_star
     rng = np.random.default_rng(0)
     starts = rng.integers(0, 3, (5, graph.n_ops))
     proposal = rng.random((graph.n_ops, 3))
-    kwargs = dict(seed=5, max_evals=800, seconds=None, batch_size=64, starts=starts, proposal=proposal)
+    kwargs = dict(seed=5, max_evals=800, seconds=None, batch_size=64, starts=starts,
+                  research=LocalSearchResearch(proposal=proposal))
     a = baselines.local_search(graph, topo, config, **kwargs)
     b = baselines.local_search(graph, topo, config, **kwargs)
     np.testing.assert_array_equal(a.assignment, b.assignment)
@@ -74,7 +76,8 @@ def test_default_starts_are_the_three_heuristics():
 ])
 def test_bad_proposals_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, **kwargs)
+        research = LocalSearchResearch(**kwargs)  # the share is checked here, the proposal's form below
+        baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, research=research)
 
 
 # ---------------------------------------------------------------------------- racing the starts
@@ -131,3 +134,30 @@ def test_one_start_or_a_zero_probe_share_is_no_race():
 def test_bad_probe_shares_are_clear_errors(share):
     with pytest.raises(ValueError, match="probe_share"):
         baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, probe_share=share)
+
+
+# ---------------------------------------------------------------------------- research options
+def test_default_research_options_are_the_plain_search():
+    graph = small_random(3, n_ops=7)
+    plain = baselines.local_search(graph, 3, RAW, seed=2, max_evals=600, seconds=None, batch_size=32)
+    explicit = baselines.local_search(graph, 3, RAW, seed=2, max_evals=600, seconds=None, batch_size=32,
+                                      research=LocalSearchResearch())
+    np.testing.assert_array_equal(plain.assignment, explicit.assignment)
+    assert plain.info["evals"] == explicit.info["evals"] and plain.makespan == explicit.makespan
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"patience": 0}, "patience must be an integer >= 1"),
+    ({"kick": -1}, "kick must be an integer >= 0"),
+    ({"block_max": 1}, "block_max must be an integer >= 2"),
+    ({"temperature": 0.0}, "temperature must be a positive"),
+    ({"critical_share": 1.5}, "critical_share must be a number in"),
+])
+def test_bad_research_options_are_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LocalSearchResearch(**kwargs)
+
+
+def test_research_must_be_the_options_object():
+    with pytest.raises(TypeError, match="research must be a LocalSearchResearch"):
+        baselines.local_search(two_chains(), 2, RAW, max_evals=10, seconds=None, research={"patience": 3})

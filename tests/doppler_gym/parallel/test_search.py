@@ -7,11 +7,12 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym import baselines
+from doppler_gym.baselines import LocalSearchResearch
 from doppler_gym.parallel import island_search, island_seed
 from tests.doppler_gym.parallel.ray_fixture import RAY_ADDRESS, ray_local  # noqa: F401  (fixture)
 
 EVALS = 384
-OPTS = {"batch_size": 64, "patience": 3}
+OPTS = {"batch_size": 64, "research": LocalSearchResearch(patience=3)}
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +51,13 @@ def test_island_search_equals_hand_driven_local_search(instance, rounds):
 
 def test_islands_differ_and_seeds_are_distinct(instance):
     g, topo, config = instance
-    p = island_search(g, topo, config, islands=4, max_evals=64, seed=0, batch_size=64, patience=1)
+    p = island_search(g, topo, config, islands=4, max_evals=64, seed=0, batch_size=64,
+                      research=LocalSearchResearch(patience=1))
     assert len({island_seed(0, 0, i) for i in range(4)}) == 4
     assert len(p.info["island_makespans"][0]) == 4
 
 
+@pytest.mark.slow
 def test_ray_islands_equal_local(instance, ray_local):  # noqa: F811
     g, topo, config = instance
     local = island_search(g, topo, config, islands=3, rounds=2, max_evals=EVALS, seed=1, **OPTS)
