@@ -7,7 +7,7 @@ agents and the real backend. It sits at the top of the core (below ``envs``, ``c
 
 - :func:`resolve_graph`: a :class:`DataflowGraph`, a paper graph name (``"paper/ffnn"``), a
   workload name (``"ffnn"``, built with ``params``, or ``"pipeline:stages=4,microbatches=8"`` with
-  them in the string) or a ``.txt``/``.json`` path.
+  them in the string, :mod:`doppler_gym.specs`) or a ``.txt``/``.json`` path.
 - :func:`resolve_topology`: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``) or a
   device count (``Topology.uniform(n)``).
 - :func:`default_config`: the runtime model a graph gets when none is given: the reference model
@@ -24,7 +24,6 @@ True
 
 from __future__ import annotations
 
-import ast
 import difflib
 import os
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.assignment import check_assignment
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.specs import Range, parse_spec, spec_name
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
 
@@ -56,8 +56,8 @@ def resolve_graph(
     Args:
         spec: a :class:`DataflowGraph` (returned as is), a workload name (``"ffnn"``; see
             ``doppler_gym.workloads.names()``), optionally with its parameters after a colon
-            (``"pipeline:stages=4,microbatches=8,unit_costs=True"``: Python literals, else
-            strings; ``true``/``false`` too), a paper graph name (``"paper/ffnn"``; see
+            (``"pipeline:stages=4,microbatches=8,unit_costs=true"``; values typed by
+            :func:`doppler_gym.specs.parse_value`), a paper graph name (``"paper/ffnn"``; see
             ``doppler_gym.paper_graph_names()``), or the path of a ``.txt`` (paper format) or
             ``.json`` graph file.
         params: keyword arguments of the workload generator (``{"layers": 4}``); only for
@@ -65,8 +65,9 @@ def resolve_graph(
         where: how the caller names ``spec`` in error messages (e.g. ``"options['graph']"``).
 
     Raises:
-        ValueError: an unknown name (with the closest known name, if any), a missing file, or
-            ``params`` for something that is not a workload.
+        ValueError: an unknown name (with the closest known name, if any), a missing file,
+            ``params`` for something that is not a workload, a malformed spec string, a parameter
+            given both in the string and in ``params``, or a range ``LO..HI`` as a value.
         TypeError: ``spec`` is none of the forms above.
     """
     at = "" if where == "graph" else f" ({where})"
@@ -79,15 +80,8 @@ def resolve_graph(
             f"{where} must be a DataflowGraph, a graph or workload name (e.g. 'paper/ffnn', 'ffnn') or the "
             f"path of a .txt/.json graph file; got {type(spec).__name__}"
         )
-    if isinstance(spec, str) and spec.partition(":")[1] and spec.partition(":")[0] in workloads.names():
-        name, _, text = spec.partition(":")
-        inline = _inline_params(text, spec, where)
-        both = sorted(set(inline) & set(params or {}))
-        if both:
-            raise ValueError(f"{where}: {both} given both in {spec!r} and in params; give each once")
-        return workloads.make(name, **inline, **dict(params or {}))
-    if isinstance(spec, str) and spec in workloads.names():
-        return workloads.make(spec, **dict(params or {}))
+    if isinstance(spec, str) and spec_name(spec) in workloads.names():
+        return _workload_graph(spec, params, where)
     if params:
         raise ValueError(
             f"{where}: params {sorted(params)} only apply to workload generators "
@@ -106,20 +100,19 @@ def resolve_graph(
     )
 
 
-def _inline_params(text: str, spec: str, where: str) -> dict[str, object]:
-    """``"stages=4,unit_costs=true"`` -> ``{"stages": 4, "unit_costs": True}`` (Python literals, else strings)."""
-    out: dict[str, object] = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = (x.strip() for x in pair.partition("="))
-        if not sep or not key:
-            raise ValueError(f"{where}={spec!r}: expected NAME:KEY=VALUE,KEY=VALUE, e.g. 'pipeline:stages=4'; "
-                             f"got {pair!r}")
-        lowered = {"true": "True", "false": "False", "none": "None"}.get(value.lower(), value)
-        try:
-            out[key] = ast.literal_eval(lowered)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
+def _workload_graph(text: str, params: Mapping[str, object] | None, where: str) -> DataflowGraph:
+    """The workload that ``text`` (``"NAME"`` or ``"NAME:KEY=VALUE,..."``, :mod:`doppler_gym.specs`) and
+    ``params`` name; each parameter given once, no ranges."""
+    spec = parse_spec(text, where, usage="NAME:KEY=VALUE,KEY=VALUE, e.g. pipeline:stages=4")
+    both = sorted(set(spec.params) & set(params or {}))
+    if both:
+        raise ValueError(f"{where}: {both} given both in {text!r} and in params; give each once")
+    merged = {**spec.params, **dict(params or {})}
+    ranges = sorted(k for k, v in merged.items() if isinstance(v, Range))
+    if ranges:
+        raise ValueError(f"{where} {text!r}: {ranges} is a range LO..HI; one graph takes one value per parameter "
+                         f"(ranges are drawn by a training mix, TrainArgs.graph_mix)")
+    return workloads.make(spec.name, **merged)
 
 
 def resolve_topology(spec: object, where: str = "topology") -> Topology:

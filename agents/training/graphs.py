@@ -1,6 +1,7 @@
 """Training on a mix of graphs: graph specs, the per-episode generator, the held-out set.
 
-A **graph spec** is a string ``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE``:
+A **graph spec** is a string ``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE`` (the grammar of
+:mod:`doppler_gym.specs`):
 
 - ``NAME`` is a workload generator (``random``, ``chainmm``, ``ffnn``, ``llama-block``,
   ``llama-layer``), a paper graph (``paper/ffnn``) or a ``.txt``/``.json`` file (no parameters);
@@ -9,9 +10,9 @@ A **graph spec** is a string ``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE``:
 - a workload with a ``seed`` parameter that the spec leaves out gets a fresh seed per episode, so
   ``random:n_ops=40..80`` is a new random DAG of 40 to 80 ops at every reset.
 
-``TrainArgs(graph="mix", graph_mix=[...], graph_eval=[...])``: each training episode draws a spec
+``TrainArgs(graph="mix", mix={"graphs": [...]}, evaluation={"held_out": [...]})``: each training episode draws a spec
 uniformly, then a graph from it (:class:`GraphMix`, the env's ``graph`` callable). The held-out
-graphs ``graph_eval`` are fixed (:func:`held_out_graphs`: no ranges; a free seed becomes
+graphs ``evaluation.held_out`` are fixed (:func:`held_out_graphs`: no ranges; a free seed becomes
 ``seed + 100_003 * (index + 1)``; training draws take their seeds from ``[0, 2**31)`` with the env's
 generator, so give explicit seeds to rule out a clash). The observation padding (``max_ops``, ``max_edges``)
 covers the held-out graphs and a sample of the mix with a margin; a drawn graph that would not fit
@@ -28,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.specs import Range, parse_spec
 
-MIX = "mix"  # TrainArgs.graph value that selects graph_mix
+MIX = "mix"  # TrainArgs.graph value that selects mix.graphs
 PADDING_SAMPLES = 8  # graphs drawn per spec to size the padding
 PADDING_MARGIN = 1.25  # padding = this x the largest sampled size (rounded up)
 MAX_REDRAWS = 50
@@ -37,27 +39,19 @@ MAX_REDRAWS = 50
 
 @dataclass(frozen=True)
 class GraphSpec:
-    """One parsed graph spec: ``name`` and ``params`` (a value is fixed or a ``(lo, hi)`` range)."""
+    """One parsed graph spec: ``name`` and ``params`` (a value is fixed or a
+    :class:`~doppler_gym.specs.Range` ``(lo, hi)``)."""
 
     text: str
     name: str
     params: dict[str, Any]
 
     @classmethod
-    def parse(cls, text: str, where: str = "graph_mix") -> GraphSpec:
+    def parse(cls, text: str, where: str = "mix.graphs") -> GraphSpec:
         from doppler_gym import workloads
 
-        name, sep, rest = str(text).partition(":")
-        name = name.strip()
-        params: dict[str, Any] = {}
-        for item in rest.split(",") if sep else []:
-            if not item.strip():
-                continue
-            key, eq, value = item.partition("=")
-            key = key.strip()
-            if not eq or not key:
-                raise ValueError(f"{where}: {text!r}: expected NAME:KEY=VALUE,KEY=VALUE (e.g. random:n_ops=40..80)")
-            params[key] = _parse_value(value.strip(), f"{where}: {text!r}, {key}")
+        parsed = parse_spec(str(text), where, usage="NAME or NAME:KEY=VALUE,KEY=VALUE (e.g. random:n_ops=40..80)")
+        name, params = parsed.name, dict(parsed.params)
         if params:
             if name not in workloads.names():
                 raise ValueError(
@@ -80,7 +74,8 @@ class GraphSpec:
 
     @property
     def has_ranges(self) -> bool:
-        return any(isinstance(v, tuple) for v in self.params.values())
+        """Whether a parameter is a :class:`~doppler_gym.specs.Range` (drawn per graph)."""
+        return any(isinstance(v, Range) for v in self.params.values())
 
     def build(self, rng: np.random.Generator | None, seed: int | None = None) -> DataflowGraph:
         """A graph of this spec: ranges drawn with ``rng``; ``seed`` (or a draw) for a seeded workload."""
@@ -114,7 +109,7 @@ class GraphMix:
     def __init__(self, specs: Sequence[GraphSpec], max_ops: int, max_edges: int, pool: int | None = None,
                  pool_seed: int = 0) -> None:
         if not specs:
-            raise ValueError("graph_mix is empty; give at least one graph spec (e.g. random:n_ops=40..80)")
+            raise ValueError("mix.graphs is empty; give at least one graph spec (e.g. random:n_ops=40..80)")
         if pool is not None and pool < 1:
             raise ValueError(f"GraphMix: pool must be >= 1 or None, got {pool}")
         self.specs = list(specs)
@@ -141,9 +136,9 @@ class GraphMix:
                 graph = self.specs[i].build(rng)
             if graph.n_ops <= self.max_ops and graph.n_edges <= self.max_edges:
                 return graph
-        raise ValueError(f"graph_mix: {MAX_REDRAWS} draws in a row did not fit the padding max_ops={self.max_ops}, "
+        raise ValueError(f"mix.graphs: {MAX_REDRAWS} draws in a row did not fit the padding max_ops={self.max_ops}, "
                          f"max_edges={self.max_edges} (last: {self.specs[i].text!r}, {graph.n_ops} ops, "
-                         f"{graph.n_edges} edges); set TrainArgs.max_ops / max_edges higher or shrink that spec")
+                         f"{graph.n_edges} edges); set mix.max_ops / mix.max_edges higher or shrink that spec")
 
 
 def parse_specs(texts: Sequence[str], where: str) -> list[GraphSpec]:
@@ -158,7 +153,8 @@ def held_out_graphs(specs: Sequence[GraphSpec], seed: int) -> list[DataflowGraph
     out = []
     for i, spec in enumerate(specs):
         if spec.has_ranges:
-            raise ValueError(f"graph_eval[{i}]: {spec.text!r} has a range; held-out graphs are fixed: give one value")
+            raise ValueError(f"evaluation.held_out[{i}]: {spec.text!r} has a range; held-out graphs are fixed: "
+                             "give one value")
         out.append(spec.build(None, seed=seed + 100_003 * (i + 1)))
     return out
 
@@ -183,27 +179,10 @@ def padding_for(specs: Sequence[GraphSpec], fixed: Sequence[DataflowGraph], seed
     return int(ops), max(int(edges), 1)
 
 
-def _parse_value(text: str, where: str) -> Any:
-    if ".." in text:
-        lo, _, hi = text.partition("..")
-        a, b = _number(lo, where), _number(hi, where)
-        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a > b:
-            raise ValueError(f"{where}: range {text!r} needs numbers LO..HI with LO <= HI")
-        return (a, b)
-    return _number(text, where)
-
-
-def _number(text: str, where: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text  # a string parameter (e.g. dtype=float16)
-
-
 def _draw(value: Any, rng: np.random.Generator | None) -> Any:
-    if not isinstance(value, tuple):
+    """A fixed value as is; a :class:`~doppler_gym.specs.Range` drawn uniformly with ``rng`` (an int
+    when both ends are ints)."""
+    if not isinstance(value, Range):
         return value
     lo, hi = value
     if rng is None:

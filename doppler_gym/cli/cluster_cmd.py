@@ -15,6 +15,8 @@ from pathlib import Path
 
 from doppler_gym import cluster as dc
 from doppler_gym.cluster.metrics import ClusterResult
+from doppler_gym.extras import require
+from doppler_gym.specs import parse_spec
 
 DEFAULT_GENERATED_JOBS = 200
 GPU_TYPES = ("v100", "p100", "k80")  # the types Gavel measured (gavel-msr profiles); generated traces run on any
@@ -70,8 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- parsing
 def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
                 checkpoint_cost: float = 0.0) -> dc.Trace:
-    """``generated[:N]`` (``traces.generate(N, seed=seed)``) or a shipped ``NAME[:N]`` (its first N jobs)."""
-    name, _, count = str(spec).strip().partition(":")
+    """``generated[:N]`` (``traces.generate(N, seed=seed)``) or a shipped ``NAME[:N]`` (its first N jobs);
+    the grammar of :mod:`doppler_gym.specs`."""
+    parsed = parse_spec(str(spec), "--trace", max_args=1, params=False,
+                        usage="generated[:N] or a shipped NAME[:N], N a positive number of jobs")
+    name, count = parsed.name, "".join(parsed.args)
     n: int | None = None
     if count:
         if not re.fullmatch(r"\d+", count) or int(count) < 1:
@@ -87,12 +92,18 @@ def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
 
 
 def parse_cluster(spec: str, **network: object) -> dc.Cluster:
-    """``[uniform:]NODESxGPUS[:TYPE]`` -> ``Cluster.uniform(NODES, GPUS, TYPE, **network)`` (8-GPU V100 nodes:
-    DGX-1); ``network``: ``Cluster`` fields such as ``rack_size`` or ``node_uplink_bandwidth``."""
-    m = re.fullmatch(r"(?:uniform:)?(\d+)x(\d+)(?::(\w+))?", str(spec).strip().lower())
-    if not m:
-        raise ValueError(f"--cluster {spec!r}: use uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100")
-    nodes, gpus, gpu_type = int(m.group(1)), int(m.group(2)), m.group(3) or "v100"
+    """``[uniform:]NODESxGPUS[:TYPE]`` (the grammar of :mod:`doppler_gym.specs`, any case) ->
+    ``Cluster.uniform(NODES, GPUS, TYPE, **network)`` (8-GPU V100 nodes: DGX-1); ``network``:
+    ``Cluster`` fields such as ``rack_size`` or ``node_uplink_bandwidth``."""
+    usage = "uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100"
+    parsed = parse_spec(str(spec).lower(), "--cluster", max_args=2, params=False, usage=usage)
+    fields = [parsed.name, *parsed.args]
+    if fields[0] == "uniform":
+        fields = fields[1:]
+    shape = re.fullmatch(r"(\d+)x(\d+)", fields[0]) if len(fields) in (1, 2) else None
+    if shape is None or (len(fields) == 2 and not re.fullmatch(r"\w+", fields[1])):
+        raise ValueError(f"--cluster {spec!r}: use {usage}")
+    nodes, gpus, gpu_type = int(shape.group(1)), int(shape.group(2)), fields[1] if len(fields) == 2 else "v100"
     if nodes < 1 or gpus < 1:
         raise ValueError(f"--cluster {spec!r}: NODES and GPUS must be >= 1")
     if gpu_type not in GPU_TYPES:
@@ -198,6 +209,7 @@ def print_metrics(r: ClusterResult) -> None:
 
 def plot_utilisation(path: str | os.PathLike, r: ClusterResult, title: str) -> None:
     """Busy GPUs (a step function) against simulated time, with the cluster's capacity."""
+    require("matplotlib", "doppler cluster (its utilisation plot)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

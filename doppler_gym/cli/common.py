@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 
 import numpy as np
@@ -14,6 +13,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.config import LINK_MODELS, MULTICASTS, QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.costs import Costs
+from doppler_gym.specs import parse_param
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
 
@@ -87,18 +87,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
 
 # ---------------------------------------------------------------------- resolution
 def parse_params(pairs: list[str]) -> dict[str, object]:
-    """``["layers=4", "dtype=float16"]`` -> ``{"layers": 4, "dtype": "float16"}`` (Python literals, else strings)."""
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--param {pair!r}: expected KEY=VALUE, e.g. --param layers=4")
-        try:
-            value: object = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text.strip()
-        out[key.strip()] = value
-    return out
+    """``["layers=4", "dtype=float16"]`` -> ``{"layers": 4, "dtype": "float16"}`` (each ``--param``
+    value typed by :func:`doppler_gym.specs.parse_value`; a KEY given twice keeps the last)."""
+    return dict(parse_param(pair, "--param", example="--param layers=4") for pair in pairs)
 
 
 def graph_from_args(args: argparse.Namespace) -> DataflowGraph:
