@@ -472,9 +472,9 @@ def comm_topology(spec: object, switch_copy: bool | None = None) -> CommTopology
     return _BUILDERS[kind](count, switch_copy=copy)
 
 
-def names() -> list[str]:
+def names() -> tuple[str, ...]:
     """The name patterns :func:`comm_topology` accepts (K = chassis count, L = mesh side)."""
-    return list(PATTERNS)
+    return tuple(PATTERNS)
 
 
 def reverse_topology(topo: CommTopology) -> CommTopology:

@@ -386,9 +386,9 @@ _PRESETS: dict[str, Callable[[], Topology]] = {
 _UNIFORM = re.compile(r"uniform(\d+)")
 
 
-def preset_names() -> list[str]:
+def preset_names() -> tuple[str, ...]:
     """The fixed preset names (``"uniform<N>"`` is accepted too, for any ``N >= 1``)."""
-    return list(_PRESETS)
+    return tuple(_PRESETS)
 
 
 def make_preset(name: str) -> Topology:

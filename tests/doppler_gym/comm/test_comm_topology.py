@@ -21,7 +21,7 @@ def link(topo: CommTopology, a: str, b: str) -> int:
 
 
 def test_names_lists_the_patterns():
-    assert names() == ["dgx1", "ndv2-K", "dgx2-K", "amd-K", "mesh-L"]
+    assert names() == ("dgx1", "ndv2-K", "dgx2-K", "amd-K", "mesh-L")
 
 
 def test_dgx1_hybrid_cube_mesh():
