@@ -2,24 +2,26 @@
 
 Stepping ``Doppler-Sim-v0`` costs ``O(n)`` per step (padded observations, the heads' per-device sums
 as a ``(D + 1, N)`` matmul), so ``O(n^2)`` per episode. This module runs the same MDP (SEL a ready
-op, PLC its device, the ``"fixed"`` :class:`~doppler_gym.sim.estimate.EstimatedSchedule` for the
-device features) without the env:
+op, PLC its device: one :class:`~doppler_gym.sim.placement_state.PlacementState` per episode, whose
+estimated schedule gives the device features) without the env:
 
 - the **static part** (GNN, critical-path sums, projection table) is computed once, through the
   policy's own :class:`~agents.embedding.StaticEncoder` on the env's static observation of the graph
   (:func:`~doppler_gym.envs.observation.static_observation`), so every static input feature the
   policy has is used as is;
-- **per step** only the dynamic inputs are computed: SEL scores the ready ops (their 5 op features
-  z-scored over the ready set, the placed and ready shares), PLC scores the devices from per-device
-  sums of the projection table that are updated incrementally (one row added per placement) and
-  the estimated schedule's device features of the selected op.
+- **per step** only the dynamic inputs are computed (:mod:`agents.features`, the policy's own
+  definitions): SEL scores the ready ops (their 5 op features z-scored over the ready set, the placed
+  and ready shares), PLC scores the devices from per-device sums of the projection table that are
+  updated incrementally (one row added per placement) and the estimated schedule's device features
+  of the selected op.
 
-The formulas are those of :meth:`DopplerExtractor.encode` and :meth:`DopplerPolicy._logits` (tested
-action for action against the env). Cost per episode: ``O(n + E)`` bookkeeping plus one head call
-per step over the ready ops (SEL) or the devices (PLC), i.e. ``O(sum of ready-set sizes)``; memory
-``O(n (F + D))``. ``K`` episodes run in lockstep with one batched head call per step; a single
-episode (``K == 1``, e.g. the greedy decode alone) runs on its own loop without the batching
-bookkeeping, with the same operations on the same values (the same actions, bit for bit).
+The heads are those of :meth:`DopplerExtractor.encode` and :meth:`DopplerPolicy._logits` in numpy
+(:class:`NumpyHeads`; tested action for action against the env). Cost per episode: ``O(n + E)``
+bookkeeping plus one head call per step over the ready ops (SEL) or the devices (PLC), i.e.
+``O(sum of ready-set sizes)``; memory ``O(n (F + D))``. ``K`` episodes run in lockstep with one
+batched head call per step; a single episode (``K == 1``, e.g. the greedy decode alone) runs on its
+own loop without the batching bookkeeping, with the same operations on the same values (the same
+actions, bit for bit).
 
 Greedy rows take the argmax of the clipped scores (ties, within ``TIE_ATOL``, to the lowest op id /
 device id, as ``torch.argmax`` on the env's padded scores); sampled rows draw from their softmax with the
@@ -35,16 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from agents.policy import COMP_FLOOR, EFT_GAP_CAP
+from agents.features import EPS, device_inputs_np, eft_gap_np, sel_inputs_np, speed_terms_np
 from doppler_gym.envs.context import GraphContext, build_context
 from doppler_gym.envs.observation import static_observation
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_topology
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.placement_state import PlacementState
 from doppler_gym.topology.types import Topology
 
-_EPS = 1e-6  # as agents.policy._EPS
 CHECK_RTOL = 1e-4  # the numpy heads must agree with the policy's torch heads to this relative tolerance
 TIE_ATOL = 4e-6  # greedy: scores this close to the best are ties (to the lowest id); float32 rounding of
 # equal inputs in different matmul rows differs by a few ulps (~1e-6 at the clip's 10)
@@ -121,49 +122,9 @@ def _weight(m: torch.nn.Module | None) -> np.ndarray | None:
     return None if m is None else m.weight.detach().cpu().numpy().T.astype(np.float32).copy()
 
 
-def _zscore(x: np.ndarray, axis: int) -> np.ndarray:
-    """As ``agents.policy._zscore`` over every entry along ``axis``: float64 two-pass statistics
-    (population std), the result in ``x``'s dtype."""
-    x64 = x.astype(np.float64)
-    count = float(max(x.shape[axis], 1))
-    dx = x64 - x64.sum(axis, keepdims=True) / count
-    var = (dx * dx).sum(axis, keepdims=True) / count
-    return (dx / (np.sqrt(var) + _EPS)).astype(x.dtype)
-
-
-def device_inputs_np(dfeat: np.ndarray, count: np.ndarray, load: np.ndarray) -> np.ndarray:
-    """``agents.policy.device_inputs`` in numpy, all devices real: ``(K, D, 15)`` float32 from
-    ``dfeat (K, D, 7)``, ``count (K, D)`` and ``load (K, D)``."""
-    dfeat = np.maximum(dfeat, 0)
-    est = dfeat[..., 4]
-    rel_est = np.log1p(np.maximum(est - est.min(1, keepdims=True), 0))
-    return np.concatenate(
-        [np.log1p(dfeat), _zscore(dfeat[..., :5], 1), rel_est[..., None], count[..., None], load[..., None]], axis=-1
-    ).astype(np.float32, copy=False)
-
-
 def _soft_bound(x: np.ndarray, c: np.float32 | None) -> np.ndarray:
     """``c * tanh(x / c)`` (identity when ``c`` is None), as ``agents.policy.bound``."""
     return x if c is None else c * np.tanh(x / c)
-
-
-def speed_terms(dfeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(inv, mean)``: ``1 / relative speed`` ``(K, D)`` and its mean over the devices ``(K, 1)``
-    (floored at ``_EPS``), from ``dfeat (K, D, 7)``; constant through a decode (static features)."""
-    inv = 1.0 / np.maximum(dfeat[..., 5], _EPS)
-    return inv, np.maximum(inv.mean(1, keepdims=True), _EPS)
-
-
-def eft_gap_np(dfeat: np.ndarray, comp: np.ndarray,
-               speed: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """``agents.policy.eft_gap`` in numpy, all devices real: ``(K, D)`` float32 from ``dfeat (K, D, 7)``
-    and the selected ops' compute feature ``comp (K,)``; ``speed``: :func:`speed_terms` of ``dfeat``
-    when the caller has them (the same values, computed once per decode)."""
-    inv, mean = speed_terms(dfeat) if speed is None else speed
-    comp = np.maximum(comp, 0)[:, None]
-    eft = np.maximum(dfeat[..., 4], 0) + comp * inv / mean
-    gap = (eft - eft.min(1, keepdims=True)) / np.maximum(comp, COMP_FLOOR)
-    return np.minimum(np.maximum(gap, 0.0), EFT_GAP_CAP).astype(np.float32, copy=False)
 
 
 class NumpyHeads:
@@ -203,7 +164,7 @@ class NumpyHeads:
             gap: np.ndarray | None = None) -> np.ndarray:
         """Clipped PLC scores ``(K, D)`` from ``op_static (K, d)``, ``devsum (K, D, d)``,
         ``dev_in (K, D, N_DEV_INPUTS)`` and, with the heuristic prior, ``gap (K, D)``
-        (:func:`eft_gap_np`; every device real)."""
+        (:func:`~agents.features.eft_gap_np`; every device real)."""
         rel = devsum - devsum.sum(1, keepdims=True) / np.float32(devsum.shape[1])
         if self.plc_prior is not None:
             dev_in = np.concatenate([dev_in, gap[..., None]], axis=-1)
@@ -217,7 +178,9 @@ class NumpyHeads:
         return self._clip(score)
 
     def _check(self, policy: torch.nn.Module) -> None:
-        from agents.policy import device_inputs, eft_gap
+        """The heads on random inputs against the policy's torch heads (the same device inputs and
+        gap fed to both; ``tests/agents/test_features.py`` checks the numpy features themselves)."""
+        from agents.features import device_inputs, eft_gap
 
         g = torch.Generator().manual_seed(0)
         d = self.sel_dyn.shape[1]
@@ -238,12 +201,9 @@ class NumpyHeads:
             gap = eft_gap(dfeat, comp, valid)
             want_sel = clip(policy.sel_head(static, dyn)).numpy()
             want_plc = clip(policy.plc_head(op, devsum, dev_in, valid, gap)).numpy()
-        got_in = device_inputs_np(dfeat.numpy(), count.numpy(), load.numpy())
-        got_gap = eft_gap_np(dfeat.numpy(), comp.numpy())
         got_sel = self.sel(static.numpy(), dyn.numpy())
-        got_plc = self.plc(op.numpy(), devsum.numpy(), got_in, got_gap)
-        for name, got, want in (("device inputs", got_in, dev_in.numpy()), ("finish-time gap", got_gap, gap.numpy()),
-                                ("SEL", got_sel, want_sel), ("PLC", got_plc, want_plc)):
+        got_plc = self.plc(op.numpy(), devsum.numpy(), dev_in.numpy(), gap.numpy())
+        for name, got, want in (("SEL", got_sel, want_sel), ("PLC", got_plc, want_plc)):
             if got.shape != want.shape or not np.allclose(got, want, rtol=CHECK_RTOL, atol=CHECK_RTOL):
                 raise RuntimeError(f"decode: the numpy {name} head disagrees with the policy's; agents/decode.py "
                                    f"must be updated to the policy's architecture")
@@ -329,7 +289,7 @@ class DirectDecoder:
         self.sel_static = np.ascontiguousarray(table[:, ext.sel_slice])  # (n, d)
         self.plc_static = np.ascontiguousarray(table[:, ext.plc_op_slice])  # (n, d)
         self.sums_table = np.ascontiguousarray(table[:, ext.sums_slice])  # (n, 2d + 2): plc_dev | pool | comp | 1
-        self.mean_comp = max(np.float32(st.table_mean[0, -2].item()), np.float32(_EPS))  # mean compute column
+        self.mean_comp = max(np.float32(st.table_mean[0, -2].item()), np.float32(EPS))  # mean compute column
         self.op_features = obs["op_features"].astype(np.float32)  # (n, 5), as the env's observation
         self.device_static = ctx.device_static.astype(np.float32)  # (D, 2)
 
@@ -358,19 +318,19 @@ class DirectDecoder:
             raise ValueError("decode: nothing to decode; give greedy=True and/or samples >= 1")
         if k == 1:
             return self._run_one(not greedy, np.random.default_rng(seed), started, time_limit)
+        return self._run_batch(k, greedy, np.random.default_rng(seed), started, time_limit)
+
+    def _run_batch(self, k: int, greedy: bool, rng: np.random.Generator, started: float,
+                   time_limit: float | None) -> Decoded:
+        """:meth:`run` for ``k`` episodes in lockstep, row 0 greedy when ``greedy``: one
+        :class:`PlacementState` per row, one batched head call per phase and step."""
         ctx, heads, d = self.ctx, self.heads, self.d
         n, nd = ctx.n_ops, ctx.n_devices
         f32 = np.float32
-        rng = np.random.default_rng(seed)
         sampled = np.ones(k, bool)
         sampled[0] = not greedy
-        succ, in_degree = ctx.succ, ctx.in_degree
         inv_scale = 1.0 / ctx.scale
-        schedules = [EstimatedSchedule(ctx.graph, ctx.topology, ctx.config, time_model="fixed") for _ in range(k)]
-        waiting = [in_degree.tolist() for _ in range(k)]
-        sources = [v for v in range(n) if in_degree[v] == 0]
-        ready = [set(sources) for _ in range(k)]
-        orders = np.zeros((k, n), np.int64)
+        states = [PlacementState(ctx.graph, ctx.topology, ctx.config) for _ in range(k)]
         probs = np.zeros((k, n, nd), f32)
         acc = np.zeros((k, nd, self.sums_table.shape[1]), f32)  # per-device sums of the table rows
         rows = np.arange(k)
@@ -382,29 +342,23 @@ class DirectDecoder:
         for step in range(n):
             _check_time(started, step, n, time_limit)
             # ---------------------------------------------------------------- SEL
-            lists = [sorted(r) for r in ready]
+            lists = [sorted(state.ready) for state in states]
             sizes = np.array([len(r) for r in lists])
             idx = np.fromiter((v for r in lists for v in r), np.int64, int(sizes.sum()))
             starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             seg = np.repeat(rows, sizes)
-            x = feats64[idx]  # (M, 5), float64 statistics as agents.policy._zscore
-            cnt = sizes.astype(np.float64)[:, None]
-            dx = x - (np.add.reduceat(x, starts, axis=0) / cnt)[seg]
-            var = np.add.reduceat(dx * dx, starts, axis=0) / cnt
-            z = (dx / (np.sqrt(var)[seg] + _EPS)).astype(f32)
-            frac = np.stack([np.full(k, f32(step) / n_f, f32), sizes.astype(f32) / n_f], 1)
-            scores = heads.sel(sel_static[idx], np.concatenate([z, frac[seg]], 1))
+            placed = np.full(k, f32(step) / n_f, f32)
+            dyn = sel_inputs_np(feats64[idx], starts, sizes.astype(np.float64)[:, None], placed,
+                                sizes.astype(f32) / n_f, seg)
+            scores = heads.sel(sel_static[idx], dyn)
             chosen = []
             for r in range(k):
                 s = scores[starts[r] : starts[r] + sizes[r]]
                 pick = int(np.argmax(s.astype(np.float64) + rng.gumbel(size=s.size))) if sampled[r] else _greedy(s)
                 chosen.append(lists[r][pick])
             # ---------------------------------------------------------------- PLC
-            ests = []
             for r, v in enumerate(chosen):
-                feats = schedules[r].device_features(v)  # (D, 5) [internal time]
-                ests.append(feats[:, 4])
-                dfeat[r, :, :5] = feats * inv_scale
+                dfeat[r, :, :5] = states[r].select(v) * inv_scale  # (D, 5) [internal time] / scale
             sums = acc / n_f
             dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / self.mean_comp)
             v_arr = np.array(chosen)
@@ -414,34 +368,25 @@ class DirectDecoder:
             probs[rows, v_arr] = ex / ex.sum(1, keepdims=True)
             for r, v in enumerate(chosen):
                 dv = int(np.argmax(plc[r].astype(np.float64) + rng.gumbel(size=nd))) if sampled[r] else _greedy(plc[r])
-                orders[r, step] = v
-                schedules[r].place(v, dv, ests[r])
+                states[r].place(dv)
                 acc[r, dv] += sums_table[v]
-                rd, wt = ready[r], waiting[r]
-                rd.discard(v)
-                for s_op in succ[v]:
-                    wt[s_op] -= 1
-                    if wt[s_op] == 0:
-                        rd.add(s_op)
-        assignments = np.stack([es.device for es in schedules]).astype(np.int64)
-        estimated = np.array([es.makespan for es in schedules]) / ctx.time_divisor
+        assignments = np.stack([state.assignment for state in states])
+        orders = np.stack([state.order for state in states])
+        estimated = np.array([state.makespan for state in states]) / ctx.time_divisor
         return Decoded(assignments, orders, estimated, probs, bool(greedy), time.perf_counter() - started, 0.0)
-
 
     def _run_one(self, sampled: bool, rng: np.random.Generator, started: float,
                  time_limit: float | None = None) -> Decoded:
-        """:meth:`run` for one episode (``K == 1``): the same operations on the same values, in the
-        same order (so the same actions, bit for bit), without the lockstep batching (segment
-        bookkeeping, per-row loops); the per-device sums are updated on the placed device only."""
+        """:meth:`run` for one episode (``K == 1``): the same operations on the same values as
+        :meth:`_run_batch`, in the same order (so the same actions, bit for bit), on one
+        :class:`PlacementState`; the per-device sums are updated on the placed device only. It stays
+        a loop of its own for speed: :meth:`_run_batch` at K = 1 (segment bookkeeping, per-row loops)
+        takes about 1.7 times its CPU time, for the same actions."""
         ctx, heads, d = self.ctx, self.heads, self.d
         n, nd = ctx.n_ops, ctx.n_devices
         f32 = np.float32
-        succ, in_degree = ctx.succ, ctx.in_degree
         inv_scale = 1.0 / ctx.scale
-        schedule = EstimatedSchedule(ctx.graph, ctx.topology, ctx.config, time_model="fixed")
-        waiting = in_degree.tolist()
-        ready = {v for v in range(n) if waiting[v] == 0}
-        order = np.zeros(n, np.int64)
+        state = PlacementState(ctx.graph, ctx.topology, ctx.config)
         plc_scores = np.zeros((n, nd), f32)  # each op's PLC scores; their softmax after the loop
         acc = np.zeros((1, nd, self.sums_table.shape[1]), f32)  # per-device sums of the table rows
         sums = acc / f32(n)  # acc / n, row dv refreshed when a placement changes acc[0, dv]
@@ -450,48 +395,34 @@ class DirectDecoder:
         dfeat[:, :, 5:] = self.device_static
         feats64, sel_static, plc_static = self.op_features.astype(np.float64), self.sel_static, self.plc_static
         comp_feat = self.op_features[:, 0]
-        speed = speed_terms(dfeat)
+        speed = speed_terms_np(dfeat)
         sums_table, mean_comp = self.sums_table, self.mean_comp
-        head0 = np.zeros(1, np.intp)  # one segment starting at row 0 (np.add.reduceat, as run's batched sums)
+        head0 = np.zeros(1, np.intp)  # one segment starting at row 0 (np.add.reduceat, as the batch's sums)
         step_f = np.arange(n, dtype=f32) / n_f  # (n,) placed share at each step, as f32(step) / n_f
         for step in range(n):
             _check_time(started, step, n, time_limit)
             # ---------------------------------------------------------------- SEL
-            lst = sorted(ready)
+            lst = sorted(state.ready)
             m = len(lst)
             idx = np.array(lst, np.int64)
-            x = feats64[idx]  # (M, 5), float64 statistics as agents.policy._zscore
-            cnt = float(m)
-            dx = x - np.add.reduceat(x, head0, axis=0) / cnt
-            var = np.add.reduceat(dx * dx, head0, axis=0) / cnt
-            dyn = np.empty((m, 7), f32)
-            dyn[:, :5] = dx / (np.sqrt(var) + _EPS)
-            dyn[:, 5] = step_f[step]
-            dyn[:, 6] = f32(m) / n_f
+            dyn = sel_inputs_np(feats64[idx], head0, float(m), step_f[step], f32(m) / n_f)
             scores = heads.sel(sel_static[idx], dyn)
             pick = int(np.argmax(scores.astype(np.float64) + rng.gumbel(size=m))) if sampled else _greedy(scores)
             v = lst[pick]
             # ---------------------------------------------------------------- PLC
-            feats = schedule.device_features(v)  # (D, 5) [internal time]
-            dfeat[0, :, :5] = feats * inv_scale
+            dfeat[0, :, :5] = state.select(v) * inv_scale  # (D, 5) [internal time] / scale
             dev_in = device_inputs_np(dfeat, sums[:, :, -1], sums[:, :, -2] / mean_comp)
             gap = eft_gap_np(dfeat, comp_feat[v : v + 1], speed) if heads.plc_prior is not None else None
             plc = heads.plc(plc_static[v : v + 1], sums[:, :, :d], dev_in, gap)
             plc_scores[v] = plc[0]
             dv = int(np.argmax(plc[0].astype(np.float64) + rng.gumbel(size=nd))) if sampled else _greedy(plc[0])
-            order[step] = v
-            schedule.place(v, dv, feats[:, 4])
+            state.place(dv)
             acc[0, dv] += sums_table[v]
             sums[0, dv] = acc[0, dv] / n_f
-            ready.discard(v)
-            for s_op in succ[v]:
-                waiting[s_op] -= 1
-                if waiting[s_op] == 0:
-                    ready.add(s_op)
-        ex = np.exp(plc_scores - plc_scores.max(1, keepdims=True))  # row-wise, as run's per-step softmax
+        ex = np.exp(plc_scores - plc_scores.max(1, keepdims=True))  # row-wise, as the batch's per-step softmax
         probs = (ex / ex.sum(1, keepdims=True))[None]
-        estimated = np.array([schedule.makespan]) / ctx.time_divisor
-        return Decoded(schedule.device[None].astype(np.int64), order[None], estimated, probs, not sampled,
+        estimated = np.array([state.makespan]) / ctx.time_divisor
+        return Decoded(state.assignment[None], state.order[None], estimated, probs, not sampled,
                        time.perf_counter() - started, 0.0)
 
 

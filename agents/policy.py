@@ -31,6 +31,9 @@ holds ``NEG`` (-1e8). The env's action mask (``action_masks`` from MaskablePPO, 
 ``obs["action_mask"]``, so ``predict`` without masks is safe too) is applied by a
 ``MaskableCategorical``.
 
+The heads' dynamic inputs (SEL inputs, device inputs, finish-time gap) are defined in
+:mod:`agents.features`, beside the numpy versions the direct decoder (:mod:`agents.decode`) runs.
+
 Per-step cost: the GNN never runs per step. While collecting rollouts (no grad) the static part
 comes from the cache; the heads are vectorised over the batch (SEL on the ready ops only, PLC on
 ``D`` devices, all per-device sums one matmul). See ``benchmarks/bench_policy.py``.
@@ -66,6 +69,7 @@ from torch.distributions import Distribution
 from torch.nn import functional as F
 
 from agents.embedding import StaticBatch, StaticEncoder
+from agents.features import EPS, N_DEV_INPUTS, N_SEL_INPUTS, device_inputs, eft_gap, sel_inputs
 
 NEG = -1e8  # logit of padding slots and of the inactive phase's slots
 REQUIRED_KEYS = (
@@ -83,32 +87,11 @@ REQUIRED_KEYS = (
     "graph_id",
     "action_mask",
 )
-N_DEV_INPUTS = 15  # 7 log1p device features, 5 z-scored dynamic ones, relative EST, op and load share
-N_SEL_INPUTS = 7  # 5 op features z-scored over the ready ops, frac placed, frac ready
 N_VALUE_SCALARS = 6
 DEFAULTS = {"hidden_dim": 64, "n_layers": 4, "head_dim": 64, "cache_size": 64, "id_features": 0,
             "structure_features": 0}
 LOGIT_CLIP = 10.0  # DopplerPolicy's default bound on the SEL and PLC scores
 PRIOR_INIT = 2.0  # initial weight of the heuristic prior terms (heuristic_prior=True)
-EFT_GAP_CAP = 10.0  # the PLC prior's finish-time gap is capped at this many of the op's own durations
-COMP_FLOOR = 1e-3  # the gap's denominator: the op's compute time, at least this share of the critical path
-_EPS = 1e-6
-
-
-def _zscore(x: th.Tensor, mask: th.Tensor, dim: int) -> th.Tensor:
-    """``x`` z-scored along ``dim`` over the entries where ``mask`` (broadcast on the last axis) is 1
-    (population std; entries outside the mask are not zeroed: callers only read masked ones).
-
-    Statistics in float64, two-pass (``mean((x - mean)^2)``), cast back to ``x``'s dtype: in float32,
-    ``E[x^2] - mean^2`` over entries that are (nearly) equal, as ready ops of layered graphs often
-    are, is rounding noise that ``/ (std + 1e-6)`` amplifies to O(1) inputs, which then depended on the
-    padding size and the summation order (agents.decode computes the same numbers without padding)."""
-    x64 = x.double()
-    m = mask.unsqueeze(-1).to(th.float64)
-    count = m.sum(dim, keepdim=True).clamp_min(1.0)
-    mean = (x64 * m).sum(dim, keepdim=True) / count
-    var = (((x64 - mean) * m) ** 2).sum(dim, keepdim=True) / count
-    return ((x64 - mean) / (var.sqrt() + _EPS)).to(x.dtype)
 
 
 @dataclass
@@ -235,10 +218,10 @@ class DopplerExtractor(BaseFeaturesExtractor):
         sums = sums / n_ops.view(b, 1, 1)  # (B, D + 1, 2d + 2)
         mean = st.table_mean if st.table_mean.shape[0] == 1 else st.table_mean.index_select(0, group)
         devsum = sums[:, :nd, :d]
-        load = sums[:, :nd, -2] / mean[:, -2:-1].clamp_min(_EPS)  # share of the graph's compute
+        load = sums[:, :nd, -2] / mean[:, -2:-1].clamp_min(EPS)  # share of the graph's compute
         count = sums[:, :nd, -1]  # share of the ops
         frac_placed = sums[:, nd, -1]
-        placed_pool = sums[:, nd, d : 2 * d] / frac_placed.clamp_min(_EPS).unsqueeze(1)
+        placed_pool = sums[:, nd, d : 2 * d] / frac_placed.clamp_min(EPS).unsqueeze(1)
         frac = th.stack([frac_placed, ready.sum(1) / n_ops], dim=1)
 
         # value features: pooled graph, placed ops and selected op; progress and load balance
@@ -260,46 +243,6 @@ class DopplerExtractor(BaseFeaturesExtractor):
         graph_pool = mean[:, 3 * d : 4 * d].expand(b, d)
         value_features = th.cat([graph_pool, placed_pool, sel_pool, scalars], dim=1)
         return Encoding(st, value_features, devsum, count, load, dev_valid, ready, frac, phase, selected)
-
-
-def device_inputs(dfeat: th.Tensor, dev_valid: th.Tensor, count: th.Tensor, load: th.Tensor) -> th.Tensor:
-    """``(b, D, N_DEV_INPUTS)`` PLC inputs per device: log1p of the 7 device features, the 5 dynamic
-    ones z-scored across the real devices, log1p(earliest start - its minimum), op and compute share.
-    Zeros on padding devices."""
-    dfeat = dfeat.clamp_min(0.0)
-    est = dfeat[..., 4]
-    est_min = th.where(dev_valid, est, th.full_like(est, float("inf"))).min(1, keepdim=True).values
-    rel_est = th.log1p((est - est_min).clamp_min(0.0))
-    out = th.cat(
-        [
-            th.log1p(dfeat),
-            _zscore(dfeat[..., :5], dev_valid, 1),
-            rel_est.unsqueeze(-1),
-            count.unsqueeze(-1),
-            load.unsqueeze(-1),
-        ],
-        dim=-1,
-    )
-    return out * dev_valid.unsqueeze(-1).to(out.dtype)
-
-
-def eft_gap(dfeat: th.Tensor, comp: th.Tensor, dev_valid: th.Tensor) -> th.Tensor:
-    """``(b, D)`` how much later the selected op would finish on each device than on its best one,
-    in units of the op's own compute time: ``min((EFT_d - min_d EFT) / max(comp, COMP_FLOOR),
-    EFT_GAP_CAP)`` (0 on the earliest-finish device, 0 on padding devices).
-
-    ``EFT_d = earliest_start_d + comp * (1 / speed_d) / mean_d(1 / speed_d)``: the earliest start is
-    device feature 4, the relative speed feature 5 and ``comp`` (``(b,)``, op feature 0) the op's mean
-    compute time over the devices, all divided by the graph's critical path (so the gap is
-    scale-free). ``argmin`` of the finish time is HEFT's device choice (Topcuoglu et al., 2002)."""
-    m = dev_valid.to(dfeat.dtype)
-    inv = m / dfeat[..., 5].clamp_min(_EPS)
-    mean_inv = inv.sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp_min(1.0)
-    comp = comp.clamp_min(0.0).unsqueeze(1)
-    eft = dfeat[..., 4].clamp_min(0.0) + comp * inv / mean_inv.clamp_min(_EPS)
-    eft_min = th.where(dev_valid, eft, th.full_like(eft, float("inf"))).min(1, keepdim=True).values
-    gap = ((eft - eft_min) / comp.clamp_min(COMP_FLOOR)).clamp(0.0, EFT_GAP_CAP)
-    return gap * m
 
 
 class _MaskedCategorical(MaskableCategorical):
@@ -610,8 +553,7 @@ class DopplerPolicy(MaskableActorCriticPolicy):
         si, vi = cand.nonzero(as_tuple=True)
         sel_full = th.full((b, n), NEG, device=dev, dtype=dt)
         if si.numel():
-            cz = _zscore(obs["op_features"], enc.ready, 1)  # z-scored over each row's ready ops
-            dyn = th.cat([cz[si, vi], enc.frac[si]], dim=1)
+            dyn = sel_inputs(obs["op_features"], enc.ready, enc.frac, si, vi)
             static = st.table[..., ext.sel_slice][st.group[si], vi]
             sel_full = sel_full.index_put((si, vi), self._clip(self.sel_head(static, dyn)))
         # PLC: score every device of PLC-phase rows

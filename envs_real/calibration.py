@@ -42,7 +42,7 @@ from doppler_gym.graph.analysis import b_level, topological_order
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.placement_state import PlacementState
 from doppler_gym.topology.types import Topology
 from envs_real.backend import RealBackend
 from envs_real.estimate import PROGRESS_AFTER_S
@@ -453,8 +453,8 @@ def critical_path_placement(
     import heapq
 
     config = config if config is not None else SimConfig()
-    es = EstimatedSchedule(graph, topology, config, time_model="fixed")
-    comp = es.comp_time.mean(axis=1)
+    state = PlacementState(graph, topology, config)
+    comp = state.schedule.comp_time.mean(axis=1)
     d = topology.n_devices
     if config.cost_model == "raw":
         comm = graph.out_bytes.copy() if d > 1 else np.zeros(graph.n_ops)
@@ -468,23 +468,16 @@ def critical_path_placement(
     else:
         comm = np.zeros(graph.n_ops)
     bl = b_level(graph, comp, comm).tolist()
-    waiting = graph.in_degree.tolist()
-    ptr, succ = graph.succ_ptr.tolist(), graph.succ.tolist()
-    heap = [(-bl[v], v) for v in range(graph.n_ops) if waiting[v] == 0]
+    heap = [(-bl[v], v) for v in state.ready]  # highest b-level first, lowest id on ties
     heapq.heapify(heap)
-    order = []
     while heap:
         _, v = heapq.heappop(heap)
-        est = es.earliest_start(v)
-        es.place(v, int(np.argmin(est)), est)
-        order.append(v)
-        for s in succ[ptr[v] : ptr[v + 1]]:
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                heapq.heappush(heap, (-bl[s], s))
+        earliest = state.select(v)[:, 4]
+        for s in state.place(int(np.argmin(earliest))):  # the ops it made ready
+            heapq.heappush(heap, (-bl[s], s))
     prio = np.empty(graph.n_ops)
-    prio[order] = np.arange(graph.n_ops, dtype=np.float64)
-    return es.device.copy(), prio
+    prio[state.order] = np.arange(graph.n_ops, dtype=np.float64)
+    return state.assignment, prio
 
 
 # ---------------------------------------------------------------------------------- fidelity

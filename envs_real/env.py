@@ -64,9 +64,12 @@ class RealInfo(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
+        """``(max_ops + max_devices,) bool``: the inner ``PlacementEnv``'s valid actions (its contract:
+        :mod:`doppler_gym.envs.masked`)."""
         return self.env.get_wrapper_attr("action_masks")()
 
     def teacher_mask(self) -> np.ndarray:
+        """The inner ``PlacementEnv``'s critical-path teacher mask."""
         return self.env.get_wrapper_attr("teacher_mask")()
 
 

@@ -7,8 +7,9 @@ tie-break; it goes to the device where it could start earliest per the increment
 over devices and transfer time averaged over device pairs, which for raw costs (the paper files
 under ``SimConfig.reference()``) is exactly the files' ``comp`` / ``comm`` columns.
 
-The ready list is kept in the authors' order: the sources by id, then each op appended when its
-last predecessor is placed (successors in edge order). Sources: the authors' ``cp_utils.py`` and
+The episode runs on :class:`~doppler_gym.sim.placement_state.PlacementState`, whose ready ops are in
+the authors' order: the sources by id, then each op appended when its last predecessor is placed
+(successors in edge order). Sources: the authors' ``cp_utils.py`` and
 ``scheduler/rl_agent.py`` (github.com/xinyuyao/Doppler); the list-scheduling family is surveyed
 by Kwok & Ahmad, ACM Computing Surveys 31(4), 1999.
 
@@ -34,7 +35,7 @@ from doppler_gym.baselines.types import Placement
 from doppler_gym.graph.analysis import b_level
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.placement_state import PlacementState
 from doppler_gym.topology.types import Topology
 
 
@@ -93,7 +94,7 @@ def critical_path_schedule(
         graph, topology, config: checked inputs (see :func:`critical_path`).
         rng: source of the tie-breaks.
         time_model: ``"fixed"`` (start = earliest start) or ``"faithful"`` (the authors' packed
-            bookkeeping), see :class:`EstimatedSchedule`.
+            bookkeeping), see :class:`~doppler_gym.sim.estimate.EstimatedSchedule`.
         authors_selection: pick ``ready[i]`` with ``i`` a random index into the tied maxima (the
             authors' bug) instead of the tied maximum itself.
 
@@ -104,21 +105,16 @@ def critical_path_schedule(
     n = graph.n_ops
     costs = Costs.of(graph, topology, config)
     level = b_level(graph, costs.mean_comp, costs.mean_comm)
-    estimate = EstimatedSchedule(graph, topology, config, time_model=time_model)
-    waiting = graph.in_degree.tolist()
-    ready = [v for v in range(n) if waiting[v] == 0]
+    state = PlacementState(graph, topology, config, time_model=time_model)
     order = np.empty(n, dtype=np.int64)
     for step in range(n):
+        ready = list(state.ready)  # the authors' ready list: sources by id, then in the order they became ready
         levels = level[ready]
         tied = np.flatnonzero(levels == levels.max())
         pick = int(rng.integers(tied.size))
-        v = ready.pop(pick if authors_selection else int(tied[pick]))
-        earliest = estimate.earliest_start(v)
+        v = ready[pick if authors_selection else int(tied[pick])]
+        earliest = state.select(v)[:, 4]
         best = np.flatnonzero(earliest == earliest.min())
-        estimate.place(v, int(best[rng.integers(best.size)]), earliest)
+        state.place(int(best[rng.integers(best.size)]))
         order[step] = v
-        for s in graph.successors(v).tolist():
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready.append(s)
-    return estimate.device.copy(), order, float(estimate.makespan)
+    return state.assignment, order, float(state.makespan)

@@ -1,7 +1,7 @@
 """``doppler whatif GRAPH --assignment ... --straggler ...``: what stragglers cost one placement.
 
 The makespan with and without the stragglers, and the cost of each (ByteDance's what-if analysis:
-simulate the run without them and compare; :func:`doppler_gym.sim.stragglers.whatif`).
+simulate the run without them and compare; :func:`doppler_gym.sim.whatif_analysis.whatif`).
 
 Straggler forms (``--straggler``, repeatable):
 
@@ -9,7 +9,8 @@ Straggler forms (``--straggler``, repeatable):
 - ``link:A>B@START-ENDxFACTOR``: the direct link ``A -> B`` keeps ``FACTOR`` of its bandwidth;
 - ``random:KEY=VALUE,...``: a :class:`~doppler_gym.sim.stragglers.StragglerModel` draw, keys
   ``device_rate``, ``link_rate`` (expected slowdowns per device/link over the horizon), ``duration``
-  and ``factor`` (``LOW-HIGH``), ``horizon`` and ``seed`` (default 0).
+  and ``factor`` (``LOW-HIGH``, ``LOW..HIGH`` or one number), ``horizon`` and ``seed`` (default 0);
+  the grammar of :mod:`doppler_gym.specs`.
 
 Times are in the run's reported unit (seconds, or paper units under ``--reference``); a time ending in
 ``%`` is a percentage of the nominal makespan (``device:1@20%-50%x0.5``); ``END`` may be ``inf``. A
@@ -33,7 +34,9 @@ from doppler_gym.cli.simulate_cmd import KINDS, make_assignment
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.stragglers import WHATIF_METHODS, Straggler, StragglerModel, WhatIf, whatif
+from doppler_gym.sim.stragglers import Straggler, StragglerModel
+from doppler_gym.sim.whatif_analysis import WHATIF_METHODS, WhatIf, whatif
+from doppler_gym.specs import Range, parse_spec, spec_name
 from doppler_gym.topology.types import Topology
 
 _TIME = r"(?:inf|[0-9.]+(?:e[-+]?[0-9]+)?%?)"
@@ -80,38 +83,54 @@ def _time(text: str, nominal: float, spec: str) -> float:
         raise ValueError(f"--straggler {spec!r}: {text!r} is not a time (a number, N%, or inf)") from None
 
 
-def _range(text: str, key: str, spec: str) -> tuple[float, float]:
-    parts = text.split("-")
+def _range(value: object, key: str, spec: str) -> tuple[float, float]:
+    """``duration``/``factor`` of a random model: ``LOW-HIGH``, ``LOW..HIGH`` or one number."""
+    if isinstance(value, Range):
+        return (float(value.lo), float(value.hi))
+    if _is_number(value):
+        return (float(value), float(value))
+    parts = str(value).split("-")
     try:
         values = tuple(float(x) for x in parts)
     except ValueError:
         values = ()
     if len(values) not in (1, 2):
-        raise ValueError(f"--straggler {spec!r}: {key}={text!r} must be LOW-HIGH or one number")
+        raise ValueError(f"--straggler {spec!r}: {key}={value!r} must be LOW-HIGH or one number")
     return (values[0], values[-1])
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _model(spec: str) -> tuple[dict[str, object], int]:
+    """The :class:`StragglerModel` fields and the seed of a ``random:KEY=VALUE,...`` spec (:mod:`doppler_gym.specs`)."""
+    usage = f"random:KEY=VALUE,... with KEY one of {_MODEL_KEYS}, e.g. random:device_rate=1,factor=0.3-0.6,seed=4"
+    fields: dict[str, object] = {}
+    seed = 0
+    for key, value in parse_spec(spec, "--straggler", usage=usage).params.items():
+        if key not in _MODEL_KEYS:
+            raise ValueError(f"--straggler {spec!r}: {key!r} is not a key of the random model; "
+                             f"use KEY=VALUE with KEY one of {_MODEL_KEYS}")
+        if key == "seed":
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"--straggler {spec!r}: seed: {value!r} is not an integer")
+            seed = value
+        elif key in ("duration", "factor"):
+            fields[key] = _range(value, key, spec)
+        elif _is_number(value):
+            fields[key] = float(value)
+        else:
+            raise ValueError(f"--straggler {spec!r}: {key}: {value!r} is not a number")
+    return fields, seed
 
 
 def parse_straggler(spec: str, nominal: float, topology: Topology) -> tuple[Straggler, ...]:
     """The stragglers of one ``--straggler`` SPEC (module docstring); ``nominal`` is the makespan without
     stragglers (for ``N%`` times and a random model's default horizon) [reported unit]."""
     spec = spec.strip()
-    if spec.startswith("random:") or spec == "random":
-        fields: dict[str, object] = {}
-        seed = 0
-        body = spec.partition(":")[2]
-        for pair in filter(None, (x.strip() for x in body.split(","))):
-            key, sep, value = pair.partition("=")
-            if not sep or key not in _MODEL_KEYS:
-                raise ValueError(f"--straggler {spec!r}: {pair!r} is not KEY=VALUE with KEY one of {_MODEL_KEYS}")
-            try:
-                if key == "seed":
-                    seed = int(value)
-                elif key in ("duration", "factor"):
-                    fields[key] = _range(value, key, spec)
-                else:
-                    fields[key] = float(value)
-            except ValueError as exc:
-                raise ValueError(f"--straggler {spec!r}: {key}: {exc}") from None
+    if spec_name(spec) == "random":
+        fields, seed = _model(spec)
         model = StragglerModel(**fields)  # type: ignore[arg-type]
         return model.draw(topology, seed, horizon=nominal if nominal > 0 else 1.0)
     m = _EXPLICIT.fullmatch(spec)

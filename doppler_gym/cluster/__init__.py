@@ -11,8 +11,9 @@ Modules: :mod:`~.types` (Node, Cluster, Job, Trace), :mod:`~.traces` (generated 
 :mod:`~.timing` (a job's iteration time: its profile, or its graph simulated on a sub-topology),
 :mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, stragglers, checkpoints,
 Young's interval), :mod:`~.schedulers`, :mod:`~.placement` (which GPUs a job gets: pack, spread,
-shared), :mod:`~.bandwidth` (max-min fair node and rack uplinks), :mod:`~.engine` (the event loop) and
-:mod:`~.metrics`. Results: ``docs/results/cluster.md``.
+shared), :mod:`~.bandwidth` (max-min fair node and rack uplinks), :mod:`~.events` (event kinds and
+queue), :mod:`~.simulation` (:class:`ClusterSimulation`: the event-driven model, advanced one decision
+point at a time), :mod:`~.engine` (a scheduler driving it) and :mod:`~.metrics`. Results: ``docs/results/cluster.md``.
 """
 
 from __future__ import annotations
@@ -21,19 +22,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from doppler_gym.cluster import bandwidth, engine, placement, schedulers, traces
+from doppler_gym.cluster import bandwidth, engine, placement, schedulers, simulation, traces
 from doppler_gym.cluster.engine import simulate_cluster
 from doppler_gym.cluster.failures import LLAMA3_GPU_MTBF, FailureModel, young_interval
 from doppler_gym.cluster.interference import GavelInterference, ParametricInterference
 from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Allocation, Scheduler
+from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, Node, Trace
 
 __all__ = [
-    "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "FailureModel", "GavelInterference",
-    "IterationTimes", "Job", "Node", "ParametricInterference", "Scheduler", "Trace", "placement", "run",
-    "bandwidth", "engine", "schedulers", "traces", "young_interval",
+    "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "ClusterSimulation", "FailureModel",
+    "GavelInterference", "IterationTimes", "Job", "Node", "ParametricInterference", "Scheduler", "Trace", "placement",
+    "run", "bandwidth", "engine", "schedulers", "simulation", "traces", "young_interval",
 ]
 
 

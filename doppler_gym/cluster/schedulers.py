@@ -59,8 +59,8 @@ class JobView:
 
 @dataclass(frozen=True)
 class Allocation:
-    """An explicit decision for :func:`doppler_gym.cluster.engine.decisions`: the GPUs of every job that
-    runs from this event on.
+    """An explicit decision for :meth:`doppler_gym.cluster.simulation.ClusterSimulation.apply_allocation`: the
+    GPUs of every job that runs from this event on.
 
     ``gpus``: ``{job index (trace order): GPU ids}``; a running job left out is preempted (suspended,
     keeping its progress), one given other GPUs is migrated, a waiting job listed starts. A GPU may

@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
 from doppler_gym.envs.context import N_DEVICE_STATIC, GraphContext, Instances, check_render_mode
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_array, episode_over_error
 from doppler_gym.envs.observation import static_observation, static_spaces
 from doppler_gym.envs.rewards import Reward, make_reward
 from doppler_gym.graph.analysis import topological_order
@@ -36,8 +37,13 @@ class AssignEnv(gym.Env):
     padding ops (``v >= n_ops``) are ignored. A device ``>= n_devices`` (possible when the
     topology has fewer devices than ``max_devices``) is taken **modulo** ``n_devices``, so every
     action in the space is a valid assignment; ``info["remapped"]`` counts such entries.
-    :meth:`action_masks` (flattened, ``max_ops * max_devices``, for MaskablePPO) allows only
-    devices ``< n_devices`` for real ops and only device 0 for padding ops.
+    :meth:`action_masks` (flattened, ``max_ops * max_devices`` ``bool``, for MaskablePPO) allows only
+    devices ``< n_devices`` for real ops and only device 0 for padding ops. An action outside the
+    space (an entry ``< 0`` or ``>= max_devices``) is invalid: with ``invalid_action="raise"``
+    (default) it raises ``ValueError``; with ``"penalize"`` it leaves the episode running, is
+    rewarded ``invalid_penalty`` and flagged ``info["invalid_action"] = True``, and
+    ``max_invalid_streak`` of them in a row truncate the episode. A non-integer action raises
+    ``TypeError``.
 
     ## Observation Space
 
@@ -58,7 +64,7 @@ class AssignEnv(gym.Env):
 
     ## Episode End
 
-    Always after one step (terminated). ``info``: ``makespan``, ``assignment``, ``order``,
+    After the first valid action (terminated). ``info``: ``makespan``, ``assignment``, ``order``,
     ``reference_makespan``, ``lower_bound``, ``backend``, ``graph_id``, ``graph_name``,
     ``time_unit``, ``remapped``. ``order`` is the ops by decreasing b-level (ties in topological
     order), which is a topological order; it is passed to the backend as priorities (position in
@@ -67,8 +73,9 @@ class AssignEnv(gym.Env):
     ## Arguments
 
     ``graph``, ``topology``, ``sim_config``, ``reward``, ``max_ops``, ``max_edges``,
-    ``max_devices``, ``backend``, ``render_mode``: as in
-    :meth:`PlacementEnv.default_config <doppler_gym.envs.placement.PlacementEnv.default_config>`.
+    ``max_devices``, ``invalid_penalty``, ``max_invalid_streak``, ``backend``, ``render_mode``: as in
+    :meth:`PlacementEnv.default_config <doppler_gym.envs.placement.PlacementEnv.default_config>`;
+    ``invalid_action``: ``"raise"`` (default) or ``"penalize"``.
 
     ## Version History
 
@@ -88,8 +95,13 @@ class AssignEnv(gym.Env):
         max_devices: int | None = None,
         backend: Backend | None = None,
         render_mode: str | None = None,
+        invalid_action: str = "raise",
+        invalid_penalty: float = -0.01,
+        max_invalid_streak: int = 100,
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
+        # what an action outside the space does (ValueError, or penalty and truncation)
+        self.invalid_actions = InvalidActions(invalid_action, invalid_penalty, max_invalid_streak)
         self.render_mode = render_mode
         self.reward = make_reward(reward)
         self.backend = as_backend(backend)
@@ -136,6 +148,7 @@ class AssignEnv(gym.Env):
         self._obs, self._order = entry
         self.graph, self.topology, self.sim_config = graph, topology, config
         self.trace = None
+        self.invalid_actions.reset()
         self._done = False
         info = {
             "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
@@ -145,18 +158,13 @@ class AssignEnv(gym.Env):
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
         if self._done:
-            raise RuntimeError("AssignEnv.step: the episode has ended (or never started); call reset()")
+            raise episode_over_error("AssignEnv.step")
         ctx = self._ctx
-        arr = np.asarray(action)
-        if arr.shape != (self.max_ops,) or arr.dtype.kind not in "iu":
-            raise ValueError(
-                f"action must be an integer array of shape ({self.max_ops},) (one device per op, padding "
-                f"entries ignored), got {arr.dtype} array of shape {arr.shape}"
-            )
-        devices = arr[: ctx.n_ops].astype(np.int64)
+        arr = action_array(action, (self.max_ops,), "AssignEnv.step", "one device per op, padding entries ignored")
+        devices = arr[: ctx.n_ops]
         if devices.size and (devices.min() < 0 or devices.max() >= self.max_devices):
-            bad = int(np.flatnonzero((devices < 0) | (devices >= self.max_devices))[0])
-            raise ValueError(f"action[{bad}] = {devices[bad]} is outside [0, max_devices={self.max_devices})")
+            return self._invalid(devices)
+        self.invalid_actions.accept()
         remapped = int((devices >= ctx.n_devices).sum())
         if remapped:
             devices %= ctx.n_devices
@@ -182,18 +190,27 @@ class AssignEnv(gym.Env):
         reward = float(self.reward.final(0.0, makespan, ref))
         return self._observation(), reward, True, False, info
 
+    def _invalid(self, devices: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        """An action with a device outside ``[0, max_devices)``: ``ValueError`` or the penalty (state unchanged)."""
+        bad = int(np.flatnonzero((devices < 0) | (devices >= self.max_devices))[0])
+        message = f"AssignEnv.step: action[{bad}] = {devices[bad]} is outside [0, max_devices={self.max_devices})"
+        reward, truncated, info = self.invalid_actions.reject(lambda: message)
+        if truncated:
+            self._done = True
+        return self._observation(), reward, False, truncated, info
+
     def _observation(self) -> dict[str, np.ndarray]:
         """Fresh copies of the static arrays (callers may keep and modify them)."""
         return {k: v.copy() for k, v in self._obs.items()}
 
     def action_masks(self) -> np.ndarray:
-        """``(max_ops * max_devices,) int8``: per op (row-major), the allowed devices."""
-        mask = np.zeros((self.max_ops, self.max_devices), np.int8)
+        """``(max_ops * max_devices,) bool``: per op (row-major), True for the allowed devices."""
+        mask = np.zeros((self.max_ops, self.max_devices), MASK_DTYPE)
         if self._ctx is not None:
-            mask[: self._ctx.n_ops, : self._ctx.n_devices] = 1
-            mask[self._ctx.n_ops :, 0] = 1
+            mask[: self._ctx.n_ops, : self._ctx.n_devices] = True
+            mask[self._ctx.n_ops :, 0] = True
         else:
-            mask[:, 0] = 1
+            mask[:, 0] = True
         return mask.reshape(-1)
 
     @property

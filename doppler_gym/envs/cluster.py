@@ -10,22 +10,23 @@ from gymnasium import spaces
 
 from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster import schedulers, traces
-from doppler_gym.cluster.engine import decisions
 from doppler_gym.cluster.failures import FailureModel
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Allocation, JobView
+from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Trace
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, mask_space
+from doppler_gym.specs import parse_spec, spec_name
 
 JOB_FEATURES = ("present", "waiting", "running", "shared", "gpus", "nodes", "attained", "age", "speed", "remaining")
 NODE_FEATURES = ("free_gpus", "shareable_gpus")
 CLUSTER_FEATURES = ("free_gpus", "shareable_gpus", "time", "hidden_jobs")
-INVALID_PENALTY = -0.01
 
 
 class _External(schedulers.Scheduler):
-    """The engine's flags for the env's decisions: only ``round_s`` matters (the env sends Allocations)."""
+    """The simulation's flags for the env's decisions: only ``round_s`` matters (the env sends Allocations)."""
 
     name = "agent"
 
@@ -33,8 +34,9 @@ class _External(schedulers.Scheduler):
         self.round_s = round_s
 
     def order(self, view: schedulers.JobView) -> list[int]:
-        """Never called: :func:`decisions` takes the env's :class:`Allocation` instead."""
-        raise RuntimeError("the env's actions allocate the jobs; decisions() does not call Scheduler.order")
+        """Never called: the env decides by :meth:`ClusterSimulation.apply_allocation` instead."""
+        raise RuntimeError("the env's actions allocate the jobs; ClusterSimulation.apply_allocation does not call "
+                           "Scheduler.order")
 
 
 class ClusterEnv(gym.Env):
@@ -43,8 +45,8 @@ class ClusterEnv(gym.Env):
     ## Description
 
     A trace of training jobs (arrival time, GPUs requested, iterations) arrives online at a GPU
-    cluster simulated by :mod:`doppler_gym.cluster` (its event engine, through the
-    :func:`~doppler_gym.cluster.engine.decisions` hook, which applies the env's decision as an
+    cluster simulated by :mod:`doppler_gym.cluster` (a
+    :class:`~doppler_gym.cluster.simulation.ClusterSimulation`, which applies the env's decision as an
     :class:`~doppler_gym.cluster.schedulers.Allocation`). At each event (an arrival, a completion,
     a failure's restart, a round tick every ``round_s`` seconds while a job waits) the agent edits
     the allocation one action at a time: start a waiting job on free GPUs packed on the fewest nodes
@@ -76,8 +78,12 @@ class ClusterEnv(gym.Env):
       started in this event cannot be preempted in it, so an event takes at most two actions per job);
     - advance: some job would run (the cluster never idles while jobs wait).
 
-    When advance is the only valid action the env advances by itself. An invalid action leaves the
-    state unchanged, is rewarded ``-0.01`` and flagged ``info["invalid_action"] = True``.
+    When advance is the only valid action the env advances by itself. An invalid action, with
+    ``invalid_action="penalize"`` (default), leaves the state unchanged, is rewarded
+    ``invalid_penalty`` (default -0.01) and flagged ``info["invalid_action"] = True``
+    (``info["invalid_streak"]``: how many in a row); ``max_invalid_streak`` in a row (default
+    ``None``: no limit) truncate the episode. With ``invalid_action="raise"`` it raises
+    ``ValueError`` listing the valid actions. A non-integer action raises ``TypeError``.
 
     ## Observation Space
 
@@ -102,7 +108,7 @@ class ClusterEnv(gym.Env):
     ``cluster``         ``(4,)``                     float32   free GPUs, GPUs holding one job, / GPUs;
                                                                now / ``time_scale``; active jobs
                                                                outside the window / ``max_jobs``
-    ``action_mask``     ``(max_jobs * n_modes + 1,)``  int8    1 where the action is valid
+    ``action_mask``     ``(max_jobs * n_modes + 1,)``  bool    True where the action is valid
     ==================  ===========================  ========  =========================================
 
     The observation reflects the allocation edited so far in this event. No future arrivals are shown.
@@ -113,7 +119,7 @@ class ClusterEnv(gym.Env):
     arrival to its completion or to now) since the previous step, divided by ``time_scale`` [s]
     (default 3600: job-hours). Steps that do not advance get 0. The undiscounted return of a
     complete episode is therefore ``-sum(JCT) / time_scale`` (up to float rounding). Invalid
-    actions get ``-0.01``.
+    actions get ``invalid_penalty``.
 
     ## Starting State
 
@@ -148,6 +154,9 @@ class ClusterEnv(gym.Env):
     - ``resample_trace``: with ``"generated:N"``, draw a new trace at each reset (default False).
     - ``trace_kwargs``: keyword arguments of ``traces.generate`` for ``"generated:N"``.
     - ``max_steps``: truncation (default ``200 * len(trace) + 1000``).
+    - ``invalid_action`` (``"penalize"`` or ``"raise"``, default ``"penalize"``), ``invalid_penalty``
+      (default -0.01, in the reward's unit), ``max_invalid_streak`` (default ``None``: no limit)
+      [steps]: what an invalid action does (see Action Space).
 
     ## Version History
 
@@ -163,9 +172,14 @@ class ClusterEnv(gym.Env):
                  preemption_cost: float = 0.0, failures: FailureModel | None = None, checkpoints: str = "fixed",
                  round_s: float | None = None, interference: object | None = None, known_durations: bool = False,
                  resample_trace: bool = False, trace_kwargs: dict[str, Any] | None = None,
-                 max_steps: int | None = None, render_mode: str | None = None) -> None:
+                 max_steps: int | None = None, invalid_action: str = "penalize", invalid_penalty: float = -0.01,
+                 max_invalid_streak: int | None = None, render_mode: str | None = None) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode={render_mode!r}: Doppler-Cluster-v0 has no render modes")
+        # what an action the mask rules out does (penalty, or ValueError)
+        self.invalid_actions = InvalidActions(invalid_action, invalid_penalty, max_invalid_streak)
+        self._view = None  # the engine's view at the current event; None: no episode running (set by reset)
+        self._truncated = False  # the episode was truncated (max_steps, max_invalid_streak)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise TypeError(f"seed must be an int, got {seed!r}")
         self._trace_kwargs = dict(trace_kwargs or {})
@@ -214,9 +228,11 @@ class ClusterEnv(gym.Env):
             "jobs": spaces.Box(0.0, np.inf, (self.max_jobs, len(JOB_FEATURES)), np.float32),
             "nodes": spaces.Box(0.0, 1.0, (len(cluster.nodes), len(NODE_FEATURES)), np.float32),
             "cluster": spaces.Box(0.0, np.inf, (len(CLUSTER_FEATURES),), np.float32),
-            "action_mask": spaces.Box(0, 1, (self.n_actions,), np.int8),
+            "action_mask": mask_space(self.n_actions),
         })
-        next(self._new_sim(0))  # validate the trace and options against the cluster now (ValueError), not at reset
+        # the constructor checks the trace and options against the cluster now (ValueError), not at reset; the
+        # first event also fills the iteration-time cache of the jobs arriving first
+        self._new_sim(0).run_until_decision()
 
     def _set_trace(self, trace: Trace) -> None:
         self.trace = trace
@@ -225,36 +241,39 @@ class ClusterEnv(gym.Env):
         self._req = np.array([j.gpus for j in trace.jobs], dtype=np.int64)
         self._types = [j.job_type for j in trace.jobs]
 
-    def _new_sim(self, seed: int):
-        return decisions(self.trace, self.cluster, _External(self.round_s), seed=seed, failures=self.failures,
-                         interference=self.interference, times=self._times, checkpoints=self.checkpoints,
-                         preemption_cost=self.preemption_cost)
+    def _new_sim(self, seed: int) -> ClusterSimulation:
+        return ClusterSimulation(self.trace, self.cluster, _External(self.round_s), seed=seed, failures=self.failures,
+                                 interference=self.interference, times=self._times, checkpoints=self.checkpoints,
+                                 preemption_cost=self.preemption_cost)
 
     # -- episode --------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if self.resample_trace:
-            n = int(str(self._trace_spec).split(":", 1)[1])
+            n = _generated_count(str(self._trace_spec))
             self._set_trace(traces.generate(n, seed=int(self.np_random.integers(2**31)), **self._trace_kwargs))
         self._sim = self._new_sim(int(self.np_random.integers(2**31)))
-        self._view: JobView | None = next(self._sim)
+        self._view: JobView | None = self._sim.run_until_decision()
         self._result: ClusterResult | None = None
         self._steps = 0
+        self._truncated = False
+        self.invalid_actions.reset()
         self._in_system = 0.0  # [s] summed time in system at the current event
         self._begin_event()
         self._settle()
         return self._obs(), self._info()
 
     def step(self, action):
-        if self._view is None:
-            raise RuntimeError("step() after the episode ended; call reset()")
+        if self._view is None or self._truncated:
+            raise episode_over_error("ClusterEnv.step")
+        a = action_index(action, "ClusterEnv.step", "row * n_modes + mode, or n_actions - 1 to advance")
+        if not (0 <= a < self.n_actions and self._mask[a]):
+            reward, truncated, rejection = self.invalid_actions.reject(lambda: self._invalid_message(a))
+            self._steps += 1
+            self._truncated = truncated or self._steps >= self.max_steps
+            return self._obs(), reward, False, self._truncated, {**self._info(), **rejection}
         self._steps += 1
-        a = int(action)
-        mask = self._mask
-        if not (0 <= a < self.n_actions) or not mask[a]:
-            info = self._info()
-            info["invalid_action"] = True
-            return self._obs(), INVALID_PENALTY, False, self._steps >= self.max_steps, info
+        self.invalid_actions.accept()
         before = self._in_system
         if a == self.n_actions - 1:
             self._advance()
@@ -267,12 +286,18 @@ class ClusterEnv(gym.Env):
         if terminated:
             info.update(self._result.summary())
             info["result"] = self._result
-        truncated = not terminated and self._steps >= self.max_steps
-        return self._obs(), float(reward), terminated, truncated, info
+        self._truncated = not terminated and self._steps >= self.max_steps
+        return self._obs(), float(reward), terminated, self._truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """``(n_actions,) bool``: the valid actions (``obs["action_mask"]`` as bools)."""
-        return self._mask.astype(bool)
+        """``(n_actions,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
+        return self._mask.copy()
+
+    def _invalid_message(self, a: int) -> str:
+        valid = np.flatnonzero(self._mask)
+        return (f"ClusterEnv.step: action {a} is not valid at this event (valid: {valid[:20].tolist()}"
+                f"{' ...' if valid.size > 20 else ''}; {self.n_actions - 1} = advance; action(job, mode) "
+                f"gives a job's action); use action_masks()")
 
     @property
     def job_rows(self) -> np.ndarray:
@@ -327,19 +352,19 @@ class ClusterEnv(gym.Env):
 
     def _refresh_mask(self) -> None:
         nm = len(self.modes)
-        mask = np.zeros(self.n_actions, np.int8)
+        mask = np.zeros(self.n_actions, MASK_DTYPE)  # (n_actions,) True = valid action
         self._cands: dict[int, dict[str, list[int] | None]] = {}
         for r, i in enumerate(self._rows.tolist()):
             if i in self._plan:
                 if "preempt" in self.modes and i in self._was_running and i not in self._preempted:
-                    mask[r * nm + self.modes.index("preempt")] = 1
+                    mask[r * nm + self.modes.index("preempt")] = True
                 continue
             cands = self._candidates(i)
             self._cands[i] = cands
             for m, c in enumerate(self.modes):
                 if cands.get(c) is not None:
-                    mask[r * nm + m] = 1
-        mask[-1] = 1 if self._plan else 0
+                    mask[r * nm + m] = True
+        mask[-1] = bool(self._plan)
         self._mask = mask
 
     def _apply(self, i: int, mode: str) -> None:
@@ -355,15 +380,15 @@ class ClusterEnv(gym.Env):
             self._started.add(i)
         self._refresh_mask()
 
-    # -- engine ---------------------------------------------------------------------------------
+    # -- simulation -----------------------------------------------------------------------------
     def _advance(self) -> None:
-        plan = Allocation({i: tuple(g) for i, g in self._plan.items()})
-        try:
-            self._view = self._sim.send(plan)
-        except StopIteration as stop:
-            self._view, self._result = None, stop.value
+        """Hand the edited allocation to the simulation and run it to the next decision point (or the end)."""
+        self._sim.apply_allocation(Allocation({i: tuple(g) for i, g in self._plan.items()}))
+        self._view = self._sim.run_until_decision()
+        if self._view is None:
+            self._result = self._sim.result()
             self._in_system = float(self._result.jobs["jct"].sum())
-            self._mask = np.zeros(self.n_actions, np.int8)
+            self._mask = np.zeros(self.n_actions, MASK_DTYPE)
             return
         self._begin_event()
 
@@ -422,11 +447,17 @@ def _as_trace(trace: Trace | str, seed: int, kwargs: dict[str, Any]) -> Trace:
         return trace
     if not isinstance(trace, str):
         raise TypeError(f"trace must be a Trace, a shipped trace name or 'generated:N', got {type(trace).__name__}")
-    if trace.startswith("generated:"):
-        count = trace.split(":", 1)[1]
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"trace={trace!r}: 'generated:N' needs an integer N >= 1")
-        return traces.generate(int(count), seed=seed, **kwargs)
+    if spec_name(trace) == "generated":
+        return traces.generate(_generated_count(trace), seed=seed, **kwargs)
     if trace not in traces.names():
         raise ValueError(f"unknown trace {trace!r}; give a Trace, 'generated:N' or one of: {', '.join(traces.names())}")
     return traces.load(trace)
+
+
+def _generated_count(trace: str) -> int:
+    """The job count N of a ``"generated:N"`` trace spec (:mod:`doppler_gym.specs`)."""
+    usage = "'generated:N' with an integer N >= 1"
+    count = "".join(parse_spec(trace, "trace", max_args=1, params=False, usage=usage).args)
+    if not count.isdecimal() or int(count) < 1:
+        raise ValueError(f"trace={trace!r}: 'generated:N' needs an integer N >= 1")
+    return int(count)

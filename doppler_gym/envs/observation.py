@@ -2,7 +2,7 @@
 
 Padding sizes ``N = max_ops``, ``E = max_edges``, ``D = max_devices``; the real sizes of the
 current graph are in ``n_ops``, ``n_edges``, ``n_devices``. Padding rows are zeros (features),
--1 (indices) or 0 (mask).
+-1 (indices) or False (mask).
 
 ======================  ==========  =======  ==================================================
 key                     shape       dtype    content
@@ -29,7 +29,7 @@ key                     shape       dtype    content
 ``phase``               (1,)        int64    0 = SEL (pick an op), 1 = PLC (pick its device)
 ``selected_op``         (1,)        int64    the op being placed, -1 in SEL
 ``graph_id``            (1,)        int64    stable content hash of the graph, < 2**24
-``action_mask``         (N + D,)    int8     1 where the action is valid (== ``action_masks()``)
+``action_mask``         (N + D,)    bool     True where the action is valid (== ``action_masks()``)
 ``device_memory``       (D, 3)      float32  only when the sim config tracks memory: persistent
                                              bytes placed on each device / its memory, the
                                              same with the selected op there, memory / largest
@@ -51,7 +51,10 @@ import numpy as np
 from gymnasium import spaces
 
 from doppler_gym.envs.context import GRAPH_ID_MODULUS, N_OP_FEATURES, GraphContext
+from doppler_gym.envs.masked import MASK_DTYPE, mask_space
 from doppler_gym.envs.memory_obs import MEMORY_KEY, N_MEMORY_FEATURES
+from doppler_gym.sim.placement_state import PLC as PLC  # the observation's phase values (re-exported)
+from doppler_gym.sim.placement_state import SEL as SEL
 
 OP_FEATURES = ("compute", "b_level", "t_level", "input_transfer", "output_transfer")
 OP_STATE = ("placed", "ready", "selected")
@@ -60,7 +63,6 @@ DEVICE_FEATURES = (
     "relative_speed", "relative_memory",
 )
 N_DEVICE_FEATURES = len(DEVICE_FEATURES)
-SEL, PLC = 0, 1
 
 STATIC_KEYS = ("op_features", "edge_index", "edge_attr", "n_ops", "n_edges", "n_devices", "graph_id")
 DYNAMIC_KEYS = ("op_state", "op_device", "device_features", "phase", "selected_op", "action_mask")
@@ -116,7 +118,7 @@ class ObservationBuilder:
         device_features: ``(D, 7) float32`` see the module table.
         phase: ``(1,) int64`` 0 SEL, 1 PLC.
         selected_op: ``(1,) int64`` -1 in SEL.
-        action_mask: ``(N + D,) int8``.
+        action_mask: ``(N + D,) bool``, True where the action is valid.
         device_memory: ``(D, 3) float32`` with ``memory=True`` (:mod:`doppler_gym.envs.memory_obs`), else ``None``.
     """
 
@@ -132,7 +134,7 @@ class ObservationBuilder:
             "device_features": _box(0.0, np.inf, (d, N_DEVICE_FEATURES), np.float32),
             "phase": _box(0, 1, (1,), np.int64),
             "selected_op": _box(-1, n - 1, (1,), np.int64),
-            "action_mask": _box(0, 1, (n + d,), np.int8),
+            "action_mask": mask_space(n + d),
         }
         if memory:
             dyn[MEMORY_KEY] = _box(0.0, np.inf, (d, N_MEMORY_FEATURES), np.float32)
@@ -142,7 +144,7 @@ class ObservationBuilder:
         self.device_features = np.zeros((d, N_DEVICE_FEATURES), np.float32)
         self.phase = np.zeros(1, np.int64)
         self.selected_op = np.full(1, -1, np.int64)
-        self.action_mask = np.zeros(n + d, np.int8)
+        self.action_mask = np.zeros(n + d, MASK_DTYPE)
         self.device_memory = np.zeros((d, N_MEMORY_FEATURES), np.float32) if memory else None
         self._static: dict[str, np.ndarray] = {}
         self._static_ctx: GraphContext | None = None
@@ -157,7 +159,7 @@ class ObservationBuilder:
         self.device_features.fill(0.0)
         self.phase[0] = SEL
         self.selected_op[0] = -1
-        self.action_mask.fill(0)
+        self.action_mask.fill(False)
 
     def observation(self) -> dict[str, np.ndarray]:
         """The current observation: fresh copies of every array when ``copy`` is on, else the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import operator
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -13,17 +12,19 @@ from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
 from doppler_gym.envs.context import GraphContext, Instances, check_render_mode
+from doppler_gym.envs.masked import InvalidActions, action_index, episode_over_error
 from doppler_gym.envs.memory_obs import MemoryFeatures, oom_info
 from doppler_gym.envs.observation import PLC, SEL, ObservationBuilder
 from doppler_gym.envs.rewards import Reward, make_reward
+from doppler_gym.envs.stragglers_option import as_straggler_option, draw_stragglers
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.estimate import EstimatedSchedule
-from doppler_gym.sim.stragglers import Straggler, as_straggler_option, draw_stragglers
+from doppler_gym.sim.placement_state import PlacementState
+from doppler_gym.sim.stragglers import Straggler
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
-INVALID_ACTION_MODES = ("penalize", "raise")
 _PLACED_ROW = np.array([1.0, 0.0, 0.0], np.float32)  # op_state row of a placed op
 _TIE_RTOL = 1e-9  # relative tolerance of the teacher's ties (b-levels, earliest starts)
 
@@ -170,19 +171,11 @@ class PlacementEnv(gym.Env):
         self.oom_penalty = float(oom_penalty)
         self.stragglers = as_straggler_option(stragglers)
         self._episode_stragglers: tuple[Straggler, ...] = ()
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
-        if not isinstance(invalid_penalty, (int, float, np.floating)) or not np.isfinite(invalid_penalty):
-            raise ValueError(f"invalid_penalty must be a finite number, got {invalid_penalty!r}")
-        streak = max_invalid_streak
-        if isinstance(streak, bool) or not isinstance(streak, (int, np.integer)) or streak < 1:
-            raise ValueError(f"max_invalid_streak must be an integer >= 1, got {streak!r}")
+        # what an action the mask rules out does (penalty and truncation, or ValueError)
+        self.invalid_actions = InvalidActions(invalid_action, invalid_penalty, max_invalid_streak)
         self.render_mode = render_mode
         self.reward = make_reward(reward)
         self.backend = as_backend(backend)
-        self.invalid_action = invalid_action
-        self.invalid_penalty = float(invalid_penalty)
-        self.max_invalid_streak = int(streak)
         self._instances = Instances(graph, topology, sim_config, max_ops, max_edges, max_devices)
         self.max_ops = self._instances.max_ops
         self.max_edges = self._instances.max_edges
@@ -200,17 +193,10 @@ class PlacementEnv(gym.Env):
         self.sim_config: SimConfig | None = None
         self.trace: Trace | None = None  # the backend's trace of the last finished episode
         self._ctx: GraphContext | None = None
-        self._es: EstimatedSchedule | None = None
-        self._es_ctx: GraphContext | None = None  # the context self._es was built for
-        self._ready = np.zeros(n, np.int8)  # (max_ops,) 1 = ready op (the SEL mask)
-        self._waiting: list[int] = []  # unplaced inputs of each op
-        self._order = np.zeros(0, np.int64)
-        self._n_placed = 0
-        self._phase = SEL
-        self._selected = -1
-        self._est = np.zeros(d)  # earliest start of the selected op on each device [internal time]
+        self._state: PlacementState | None = None  # the MDP's state: ready ops, selection, order, estimate
+        self._state_ctx: GraphContext | None = None  # the context self._state was built for
+        self._ready = np.zeros(n, np.int8)  # (max_ops,) 1 = ready op (the SEL mask, padded)
         self._est_makespan = 0.0  # estimated makespan of the placement so far [reported unit]
-        self._invalid_streak = 0
         self._done = True
 
     # ------------------------------------------------------------------ gym API
@@ -231,24 +217,24 @@ class PlacementEnv(gym.Env):
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
         if self._done:
-            raise RuntimeError("PlacementEnv.step: the episode has ended (or never started); call reset()")
-        a = _as_index(action)
+            raise episode_over_error("PlacementEnv.step")
+        a = action_index(action, "PlacementEnv.step", "an op id in SEL, max_ops + device in PLC")
         ctx = self._ctx
         ref = ctx.reference_makespan or 1.0  # 0 only for a graph without any cost
-        if self._phase == SEL:
+        if self._state.phase == SEL:
             if not (0 <= a < ctx.n_ops and self._ready[a]):
                 return self._invalid(a)
             self._select(a)
             reward = self.reward.step(self._est_makespan, self._est_makespan, ref)
-            self._invalid_streak = 0
+            self.invalid_actions.accept()
             return self.observation_builder.observation(), float(reward), False, False, {}
         d = a - self.max_ops
         if not 0 <= d < ctx.n_devices:
             return self._invalid(a)
-        self._invalid_streak = 0
+        self.invalid_actions.accept()
         before = self._est_makespan
         self._place(d)
-        if self._n_placed < ctx.n_ops:
+        if not self._state.done:
             reward = self.reward.step(before, self._est_makespan, ref)
             return self.observation_builder.observation(), float(reward), False, False, {}
         info = self._finish()
@@ -258,7 +244,7 @@ class PlacementEnv(gym.Env):
         return self.observation_builder.observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:
-        """``(max_ops + max_devices,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
+        """``(max_ops + max_devices,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
         return self.observation_builder.action_mask.copy()
 
     def teacher_mask(self) -> np.ndarray:
@@ -271,13 +257,14 @@ class PlacementEnv(gym.Env):
         mask = np.zeros(self.max_ops + self.max_devices, np.int8)
         if self._done:
             return mask
-        if self._phase == SEL:
+        state = self._state
+        if state.phase == SEL:
             ready = np.flatnonzero(self._ready)
             level = self._ctx.b_level[ready]
             best = level.max()
             mask[ready[level >= best - _TIE_RTOL * abs(best)]] = 1
         else:
-            est = self._est
+            est = state.selected_features[:, 4]  # earliest start on each device [internal time]
             best = est.min()
             mask[self.max_ops + np.flatnonzero(est <= best + _TIE_RTOL * abs(best))] = 1
         return mask
@@ -303,12 +290,12 @@ class PlacementEnv(gym.Env):
     @property
     def phase(self) -> int:
         """0 (SEL) or 1 (PLC)."""
-        return self._phase
+        return SEL if self._state is None else self._state.phase
 
     @property
     def selected_op(self) -> int:
         """The op being placed (PLC phase), -1 in the SEL phase."""
-        return self._selected
+        return -1 if self._state is None else self._state.selected
 
     @property
     def assignment(self) -> np.ndarray:
@@ -317,14 +304,19 @@ class PlacementEnv(gym.Env):
         return self.observation_builder.op_device[:n].copy()
 
     @property
+    def state(self) -> PlacementState | None:
+        """The MDP's state of the current episode (do not modify; step the env instead)."""
+        return self._state
+
+    @property
     def estimate(self) -> EstimatedSchedule | None:
         """The estimated schedule of the ops placed so far (do not modify)."""
-        return self._es
+        return None if self._state is None else self._state.schedule
 
     @property
     def order(self) -> np.ndarray:
         """``(k,) int64`` the ops placed so far, in SEL order."""
-        return self._order[: self._n_placed].copy()
+        return np.zeros(0, np.int64) if self._state is None else self._state.order
 
     @property
     def estimated_makespan(self) -> float:
@@ -340,21 +332,15 @@ class PlacementEnv(gym.Env):
     def _start(self, ctx: GraphContext) -> None:
         self._ctx = ctx
         self.graph, self.topology, self.sim_config = ctx.graph, ctx.topology, ctx.config
-        if self._es is not None and self._es_ctx is ctx:
-            self._es.reset()
+        if self._state is not None and self._state_ctx is ctx:
+            self._state.reset()
         else:
-            self._es = EstimatedSchedule(ctx.graph, ctx.topology, ctx.config, time_model="fixed")
-            self._es_ctx = ctx
-        n = ctx.n_ops
-        self._waiting = ctx.in_degree.tolist()
+            self._state = PlacementState(ctx.graph, ctx.topology, ctx.config, time_model="fixed")
+            self._state_ctx = ctx
         self._ready.fill(0)
-        self._ready[:n] = ctx.in_degree == 0
-        self._order = np.zeros(n, np.int64)
-        self._n_placed = 0
-        self._phase, self._selected = SEL, -1
-        self._est = np.zeros(ctx.n_devices)
+        self._ready[: ctx.n_ops] = ctx.in_degree == 0
         self._est_makespan = 0.0
-        self._invalid_streak = 0
+        self.invalid_actions.reset()
         self._done = False
         self.trace = None
         ob = self.observation_builder
@@ -366,12 +352,10 @@ class PlacementEnv(gym.Env):
 
     def _select(self, v: int) -> None:
         ctx, ob = self._ctx, self.observation_builder
-        self._selected, self._phase = v, PLC
+        feats = self._state.select(v)  # (D, 5) [internal time]
         ob.op_state[v, 2] = 1.0
         ob.selected_op[0] = v
         ob.phase[0] = PLC
-        feats = self._es.device_features(v)  # (D, 5) [internal time]
-        self._est = feats[:, 4]
         d = ctx.n_devices
         ob.device_features[:d, :5] = feats * (1.0 / ctx.scale)
         ob.device_features[:d, 5:] = ctx.device_static
@@ -382,23 +366,19 @@ class PlacementEnv(gym.Env):
         mask[self.max_ops : self.max_ops + d] = 1
 
     def _place(self, d: int) -> None:
-        ctx, ob, v = self._ctx, self.observation_builder, self._selected
-        self._es.place(v, d, self._est)
+        ctx, ob, state = self._ctx, self.observation_builder, self._state
+        v = state.selected
+        newly_ready = state.place(d)
         if self._memory is not None:
             self._memory.place(v, d)
-        self._est_makespan = float(self._es.makespan) / ctx.time_divisor
-        self._order[self._n_placed] = v
-        self._n_placed += 1
+        self._est_makespan = float(state.makespan) / ctx.time_divisor
         ob.op_state[v] = _PLACED_ROW
         ob.op_device[v] = d
-        ready, waiting, op_state = self._ready, self._waiting, ob.op_state
+        ready, op_state = self._ready, ob.op_state
         ready[v] = 0
-        for s in ctx.succ[v]:
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready[s] = 1
-                op_state[s, 1] = 1.0
-        self._selected, self._phase = -1, SEL
+        for s in newly_ready:
+            ready[s] = 1
+            op_state[s, 1] = 1.0
         ob.selected_op[0] = -1
         ob.phase[0] = SEL
         ob.device_features.fill(0.0)
@@ -407,10 +387,10 @@ class PlacementEnv(gym.Env):
         mask[self.max_ops :] = 0
 
     def _finish(self) -> dict[str, Any]:
-        ctx = self._ctx
+        ctx, state = self._ctx, self._state
         n = ctx.n_ops
-        assignment = self._es.device.copy()
-        order = self._order.copy()
+        assignment = state.assignment
+        order = state.order
         priorities = np.empty(n, np.float64)
         priorities[order] = np.arange(n, dtype=np.float64)
         config = replace(ctx.config, stragglers=self._episode_stragglers) if self._episode_stragglers else ctx.config
@@ -433,37 +413,21 @@ class PlacementEnv(gym.Env):
         return info
 
     def _invalid(self, a: int) -> tuple[dict, float, bool, bool, dict]:
-        if self.invalid_action == "raise":
-            raise ValueError(self._invalid_message(a))
-        self._invalid_streak += 1
-        truncated = self._invalid_streak >= self.max_invalid_streak
+        reward, truncated, info = self.invalid_actions.reject(lambda: self._invalid_message(a))
         if truncated:
             self._done = True
-        info = {"invalid_action": True, "invalid_streak": self._invalid_streak}
-        return self.observation_builder.observation(), self.invalid_penalty, False, truncated, info
+        return self.observation_builder.observation(), reward, False, truncated, info
 
     def _invalid_message(self, a: int) -> str:
         valid = np.flatnonzero(self.observation_builder.action_mask)
         shown = ", ".join(str(int(x)) for x in valid[:20]) + (", ..." if valid.size > 20 else "")
-        if self._phase == SEL:
+        if self.phase == SEL:
             return (
                 f"SEL phase: action {a} is not a ready op; valid actions are the ready op ids "
                 f"[{shown}] (ops whose inputs are all placed)"
             )
         return (
-            f"PLC phase (placing op {self._selected}): action {a} is not a device action; valid actions are "
+            f"PLC phase (placing op {self.selected_op}): action {a} is not a device action; valid actions are "
             f"max_ops + d = {self.max_ops} + d for devices d < {self._ctx.n_devices}: [{shown}]"
         )
 
-
-def _as_index(action: object) -> int:
-    """An action as a Python int (ints, numpy integers, one-element integer arrays)."""
-    try:
-        return operator.index(action)
-    except TypeError:
-        arr = np.asarray(action)
-        if arr.size == 1 and arr.dtype.kind in "iu":
-            return int(arr.reshape(-1)[0])
-        raise TypeError(
-            f"action must be an integer (an op id in SEL, max_ops + device in PLC), got {action!r:.60}"
-        ) from None

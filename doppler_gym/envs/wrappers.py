@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from doppler_gym.envs.masked import action_index, mask_space
 from doppler_gym.envs.observation import PLC, SEL
 from doppler_gym.envs.placement import PlacementEnv
 
@@ -43,7 +44,7 @@ class _OneDecision(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._cut = slice(0, n) if self._agent_phase == SEL else slice(n, n + d)
         size = self._cut.stop - self._cut.start
         obs_spaces = dict(env.observation_space.spaces)
-        obs_spaces["action_mask"] = spaces.Box(0, 1, (size,), np.int8)
+        obs_spaces["action_mask"] = mask_space(size)
         self.observation_space = spaces.Dict(obs_spaces)
         self.action_space = spaces.Discrete(size)
         self._pending_reward = 0.0
@@ -60,7 +61,7 @@ class _OneDecision(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return int(np.argmax(self._base.teacher_mask()))
 
     def action_masks(self) -> np.ndarray:
-        """``(action_space.n,) int8`` valid agent actions."""
+        """``(action_space.n,) bool``: True for the valid agent actions."""
         return self._base.action_masks()[self._cut]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
@@ -72,7 +73,7 @@ class _OneDecision(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self._cut_obs(obs), info
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
-        a = int(np.asarray(action).reshape(-1)[0]) if np.ndim(action) else int(action)
+        a = action_index(action, f"{type(self).__name__}.step", f"an index of {self.action_space}")
         obs, reward, terminated, truncated, info = self.env.step(self._to_inner(a))
         reward = float(reward) + self._pending_reward
         self._pending_reward = 0.0

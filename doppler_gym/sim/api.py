@@ -9,10 +9,11 @@ from functools import lru_cache
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import fixed_order, kernels, memory
+from doppler_gym.sim import fixed_order, memory
 from doppler_gym.sim.assignment import MAX_IMPLICIT_DEVICES, as_device_ids, device_count
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.kernels import Meta
+from doppler_gym.sim.dispatch import run_many, run_packed, value_range
+from doppler_gym.sim.packed_layout import Meta
 from doppler_gym.sim.packing import PackedProblem, pack
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
@@ -67,7 +68,7 @@ def simulate(
             _LAST_CALL[0] = entry
             problem = entry.problem
             times = np.empty(problem.n_times, np.float64)
-            makespan = kernels.run_packed(problem.meta, problem.ints, problem.floats, assignment, times)
+            makespan = run_packed(problem.meta, problem.ints, problem.floats, assignment, times)
             if makespan >= 0.0:
                 if assignment.dtype.num != _INT32_NUM:
                     assignment = assignment.astype(np.int32)
@@ -77,7 +78,7 @@ def simulate(
                 )
         # A cache miss: check the objects, then cache their problem for the calls that follow.
         if isinstance(graph, DataflowGraph) and isinstance(config, SimConfig):
-            low, high = kernels.value_range(assignment)
+            low, high = value_range(assignment)
             if topology is None:
                 topo_devices = high + 1
                 ok = low >= 0 and topo_devices <= MAX_IMPLICIT_DEVICES
@@ -136,7 +137,7 @@ def _run_single(
         elif config.has_jitter:
             floats[o : o + graph.n_edges] = edge_factor[0]
     times = np.empty(problem.n_times, np.float64)
-    makespan = kernels.run_packed(meta, problem.ints, floats, assign, times)
+    makespan = run_packed(meta, problem.ints, floats, assign, times)
     if makespan == fixed_order.DEADLOCK:
         raise ValueError(fixed_order.deadlock_message(graph, assign, floats[meta[Meta.PRIORITY_ROW] :][:n]))
     trace = Trace.from_kernel_times(
@@ -225,7 +226,7 @@ def simulate_batch(
         comp_factor = np.ascontiguousarray(np.broadcast_to(comp_factor, (assign.shape[0], graph.n_ops)))
     out = np.empty(assign.shape[0], np.float64)
     threads = _torch_threads()
-    kernels.run_many(problem.meta, problem.ints, problem.floats, prio, comp_factor, edge_factor, assign, out)
+    run_many(problem.meta, problem.ints, problem.floats, prio, comp_factor, edge_factor, assign, out)
     if threads is not None:
         _restore_torch_threads(threads)
     if config.queue_order == "fixed" and np.any(out == fixed_order.DEADLOCK):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels
+from doppler_gym.sim.dispatch import value_range
 from doppler_gym.topology.types import Topology
 
 MAX_IMPLICIT_DEVICES = 256  # topology=None: devices 0..max(assignment) form a uniform topology
@@ -62,7 +62,7 @@ def as_device_ids(graph: DataflowGraph, values: object, label: str = "assignment
             raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
     elif arr.dtype.itemsize > 4 or arr.dtype.kind == "u":
         flat = arr.reshape(-1)
-        low, high = kernels.value_range(flat if flat.flags.writeable else flat.copy())
+        low, high = value_range(flat if flat.flags.writeable else flat.copy())
         if low < 0 or high > np.iinfo(np.int32).max:
             pos = tuple(int(i) for i in np.argwhere((arr < 0) | (arr > np.iinfo(np.int32).max))[0])
             raise ValueError(f"{label}{list(pos)} = {arr[pos]} is not a device id (0 <= id < 2**31)")
@@ -73,7 +73,7 @@ def as_device_ids(graph: DataflowGraph, values: object, label: str = "assignment
 def device_count(topology: Topology | None, assign: np.ndarray) -> int:
     """Device count of a run of the int32 ``assign``: the topology's (every id must be below it), or,
     with ``topology=None``, the highest device used + 1 (at most :data:`MAX_IMPLICIT_DEVICES`)."""
-    low, high = kernels.value_range(assign.reshape(-1))
+    low, high = value_range(assign.reshape(-1))
     if low < 0:
         pos = tuple(int(i) for i in np.argwhere(assign < 0)[0])
         raise ValueError(f"assignment{list(pos)} = {assign[pos]} is negative; device ids start at 0")

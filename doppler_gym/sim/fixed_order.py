@@ -2,7 +2,7 @@
 
 The kernels get, in place of priorities, each op's *rank on its device* (``0, 1, ...`` in the
 order of the priorities, ties by op id): a device grants a stream only to the ready op whose rank
-equals the number of ops it has started (:func:`doppler_gym.sim.kernels.run`). This module turns
+equals the number of ops it has started (:func:`doppler_gym.sim.event_loop.run`). This module turns
 priorities into those ranks and explains a deadlock, an order in which some device's next op can
 never become ready.
 """

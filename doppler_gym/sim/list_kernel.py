@@ -7,11 +7,11 @@ contend, so a device is a single FIFO server and an op's timing follows from its
 of (ready time, SimPy's processing order of the ops' ``AllOf`` events), and an op can only become
 ready after every op requested before it has *started* (``ready[w] >= end[u] > start[u] >=
 ready[u]`` for each producer ``u``). So one queue of ready ops, taken in request order, replaces
-the event loop of :mod:`doppler_gym.sim.kernels` (no completion, arrival or delivery events): per
+the event loop of :mod:`doppler_gym.sim.event_loop` (no completion, arrival or delivery events): per
 op one insertion and one removal, per edge one relaxation.
 
 The tie order is SimPy's, derived from the authors' process structure (see
-``tests/doppler_gym/sim/simpy_port.py``; the event kernel's docstring has the waves). Within one
+``doppler_gym/sim/simpy_reference.py``; the event kernel's docstring has the waves). Within one
 timestamp SimPy processes breadth-first in waves: wave 0 are the timeouts due now, in event-id
 (scheduling) order. Counting waves from there:
 
@@ -124,7 +124,7 @@ def run_list(
 ):
     """Simulate one assignment; returns the makespan in internal units (the largest op end), or
     -1.0 when an op's duration rounds to zero at its start time (the caller then runs the event
-    kernel, :func:`doppler_gym.sim.kernels.run`).
+    kernel, :func:`doppler_gym.sim.event_loop.run`).
 
     Args:
         succ_ptr, succ_dst, succ_edge: ``(n+1,)``, ``(E,)``, ``(E,)`` CSR out-edges by producer

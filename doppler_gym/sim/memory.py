@@ -46,9 +46,9 @@ import numpy as np
 from numba import njit
 
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.kernels import Meta
+from doppler_gym.sim.dispatch import run_packed
+from doppler_gym.sim.packed_layout import Meta
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
@@ -364,7 +364,7 @@ def enforce_batch(
 ) -> None:
     """Set ``makespans[b] = inf`` for each row ``b`` of ``assignments`` that runs out of memory.
 
-    Reruns each row once with its own times buffer (:func:`~doppler_gym.sim.kernels.run_packed`,
+    Reruns each row once with its own times buffer (:func:`~doppler_gym.sim.dispatch.run_packed`,
     row ``b`` with priority row ``b % P`` and factor rows ``b % J`` as ``run_many`` uses them), so
     it costs about a serial batch. ``problem``: the :class:`~doppler_gym.sim.packing.PackedProblem`.
     """
@@ -379,7 +379,7 @@ def enforce_batch(
         floats[p_o : p_o + n] = priority[b % priority.shape[0]]
         floats[c_o : c_o + n] = comp_factor[b % comp_factor.shape[0]]
         floats[e_o : e_o + n_edges] = edge_factor[b % edge_factor.shape[0]]
-        makespan = kernels.run_packed(meta, problem.ints, floats, assignments[b], times)
+        makespan = run_packed(meta, problem.ints, floats, assignments[b], times)
         if makespan >= 0.0 and not fits(graph, assignments[b], times, float(times[n : 2 * n].max()), capacity):
             makespans[b] = np.inf
 

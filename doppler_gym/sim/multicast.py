@@ -25,9 +25,9 @@ group ``G`` is the set of distinct devices of ``c``, its producers and its consu
 So the collective's data movement is charged once, after the op, as the collective's TE-CCL time
 on the topology; a p2p run of the same graph instead copies each input to ``c``'s device and its
 output to each other device. The kernel reads these times in place of its route tables
-(``kernels.Meta.EDGE_TIMES``), same-device edges included. One timer (and its schedule cache) is kept
-per topology object and multicast settings (up to ``MAX_TIMERS``, then the registry starts
-afresh). Cost: a Python pass over each assignment's producers and collective ops (about 0.2 ms
+(``Meta.EDGE_TIMES``, :mod:`doppler_gym.sim.packed_layout`), same-device edges included. One timer
+(and its schedule cache) is kept per topology object and multicast settings (up to ``MAX_TIMERS``,
+then the registry starts afresh). Cost: a Python pass over each assignment's producers and collective ops (about 0.2 ms
 per llama-layer assignment once the schedules are cached), plus one CP-SAT solve per new (source,
 destination set, size bucket) and per new (kind, group, root, size bucket).
 """

@@ -1,7 +1,7 @@
 """Pack a (graph, topology, config) triple into the :class:`PackedProblem` the kernels read.
 
 Numba's dispatch costs ~0.1-0.3 us per array argument, so the kernels take one ``int64`` meta array of
-sizes, flags and offsets (slots: :class:`doppler_gym.sim.kernels.Meta`), one ``int32`` array and one
+sizes, flags and offsets (slots: :class:`doppler_gym.sim.packed_layout.Meta`), one ``int32`` array and one
 ``float64`` array; ``floats`` ends with the default per-op rows of ``run_packed`` (zero priorities,
 unit jitter factors). Packing is cached per graph, device tables and config.
 """
@@ -15,8 +15,10 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import QUEUE_ORDERS, SimConfig
-from doppler_gym.sim.kernels import Meta
-from doppler_gym.sim.stragglers import check_indices, profile_arrays
+from doppler_gym.sim.kernel_cache import ensure_fresh_cache
+from doppler_gym.sim.packed_layout import Meta
+from doppler_gym.sim.straggler_profiles import profile_arrays
+from doppler_gym.sim.stragglers import check_indices
 from doppler_gym.topology.types import Topology
 
 
@@ -97,10 +99,11 @@ class PackedProblem:
     (three arguments: Numba's dispatch costs ~0.1-0.3 us per array argument) and the sizes callers need.
 
     Attributes:
-        meta: ``(len(Meta),) int64`` sizes, flags and offsets; slot names in :class:`~doppler_gym.sim.kernels.Meta`.
+        meta: ``(len(Meta),) int64`` sizes, flags and offsets; slot names in
+            :class:`~doppler_gym.sim.packed_layout.Meta`.
         ints: ``int32`` CSR out-edges, edge endpoints, in-degrees, route tables.
         floats: ``float64`` op costs, output sizes, device and link tables, the time divisor, then the
-            default per-op rows of :func:`~doppler_gym.sim.kernels.run_packed` (zero priorities, unit
+            default per-op rows of :func:`~doppler_gym.sim.dispatch.run_packed` (zero priorities, unit
             jitter factors).
         n_ops: ops of the graph.
         n_times: ``2 n_ops + 2 n_edges``: length of the kernels' ``times`` buffer.
@@ -120,7 +123,7 @@ class PackedProblem:
 
     def with_exact_devices(self) -> PackedProblem:
         """This problem, for assignments that must use device ``n_devices - 1`` (``meta[Meta.EXACT_DEVICES]``:
-        :func:`~doppler_gym.sim.kernels.run_packed` rejects others, as when ``topology=None`` took
+        :func:`~doppler_gym.sim.dispatch.run_packed` rejects others, as when ``topology=None`` took
         the device count from an assignment); cached per problem."""
         return _with_exact_devices(self)
 
@@ -135,7 +138,11 @@ def _with_exact_devices(problem: PackedProblem) -> PackedProblem:
 
 @lru_cache(maxsize=64)
 def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig) -> PackedProblem:
-    """The :class:`PackedProblem` of the kernels (:mod:`doppler_gym.sim.kernels`); read-only, cached by value."""
+    """The :class:`PackedProblem` of the kernels (:mod:`doppler_gym.sim.dispatch`); read-only, cached by value.
+
+    Every kernel run reads a packed problem, so the first pack of a process first checks the kernels'
+    Numba cache (:func:`~doppler_gym.sim.kernel_cache.ensure_fresh_cache`)."""
+    ensure_fresh_cache()
     topo_key = None if config.cost_model == "raw" else topology
     inv_speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
         topo_key, n_devices, config.cost_model

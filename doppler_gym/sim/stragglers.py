@@ -6,38 +6,28 @@ from ``start`` to ``end``. Put them in ``SimConfig(stragglers=...)``; the simula
 exactly: an op's end solves ``integral_{start}^{end} speed(t) dt = work`` over the device's
 piecewise-constant speed profile (work started before, during or across a slowdown), and each hop of
 a transfer serialises its bytes over the link's profile and arrives ``latency`` later
-(:func:`doppler_gym.sim.kernels.run`). Overlapping stragglers of one device or link multiply their
-factors. A :class:`StragglerModel` draws stragglers at random (Poisson onsets per device and link,
-uniform durations and factors) from a seed.
-
-:func:`whatif` measures what each straggler cost, as ByteDance's what-if analysis of stragglers
-does (Lin et al., "Understanding Stragglers in Large Model Training Using What-if Analysis", OSDI
-2025): simulate the run without them and compare. The slowdown is ``makespan / nominal makespan``;
-a straggler's cost is ``makespan(all) - makespan(all but it)`` (``"leave_one_out"``, the default:
-what removing it alone would save) or ``makespan(it alone) - nominal makespan`` (``"alone"``).
+(:mod:`doppler_gym.sim.finish_times`, from the profiles of :mod:`doppler_gym.sim.straggler_profiles`).
+Overlapping stragglers of one device or link multiply their factors. A :class:`StragglerModel`
+draws stragglers at random (Poisson onsets per device and link, uniform durations and factors)
+from a seed. What each straggler of a run cost: :func:`doppler_gym.sim.whatif_analysis.whatif`.
 
 Times are in the *reported* unit of the run (the unit of ``Trace.start``: seconds, or the paper's
-units under :meth:`SimConfig.reference`); :func:`profile_arrays` converts them to the kernels'
-internal unit.
+units under :meth:`SimConfig.reference`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from doppler_gym.graph.types import DataflowGraph
-    from doppler_gym.sim.config import SimConfig
-    from doppler_gym.sim.trace import Trace
     from doppler_gym.topology.types import Topology
 
 KINDS = ("device", "link")
-WHATIF_METHODS = ("leave_one_out", "alone")
 
 
 def _number(value: object, label: str) -> float:
@@ -134,73 +124,6 @@ def check_indices(stragglers: Sequence[Straggler], n_devices: int, linked: np.nd
             a, b = s.index
             raise ValueError(f"stragglers[{i}] ({s.label()}): there is no direct link {a} -> {b} in the topology; "
                              f"slow one of the links its route crosses instead")
-
-
-def profile_arrays(
-    stragglers: Sequence[Straggler], n_devices: int, divisor: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The piecewise-constant speed profiles the kernels read.
-
-    Resources: device ``d`` is ``d``; link ``a -> b`` is ``D + a * D + b``. Each resource's
-    stragglers become disjoint segments, sorted by time, where the speed differs from full speed
-    (overlaps multiply their factors); times are multiplied by ``divisor`` (reported to internal
-    units).
-
-    Returns:
-        ``ptr`` ``(D + D*D + 1,) int32``: resource ``r``'s segments are ``ptr[r]:ptr[r+1]``;
-        ``seg`` ``(3K,) float64``: segment starts, then ends, then speed factors (K segments).
-    """
-    d = n_devices
-    by_resource: dict[int, list[Straggler]] = {}
-    for s in stragglers:
-        r = s.index if s.kind == "device" else d + s.index[0] * d + s.index[1]
-        by_resource.setdefault(r, []).append(s)
-    counts = np.zeros(d + d * d, np.int64)
-    starts: list[float] = []
-    ends: list[float] = []
-    speeds: list[float] = []
-    for r in sorted(by_resource):
-        group = by_resource[r]
-        bounds = sorted({s.start for s in group} | {s.end for s in group})
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            speed = 1.0
-            covered = False
-            for s in group:
-                if s.start <= lo and hi <= s.end:
-                    speed *= s.factor
-                    covered = True
-            if covered:
-                starts.append(lo * divisor)
-                ends.append(hi * divisor)
-                speeds.append(speed)
-                counts[r] += 1
-    ptr = np.zeros(d + d * d + 1, np.int32)
-    np.cumsum(counts, out=ptr[1:])
-    seg = np.array(starts + ends + speeds, dtype=np.float64)
-    return ptr, seg
-
-
-def advance(ptr: np.ndarray, seg: np.ndarray, r: int, t: float, work: float) -> float:
-    """When work ``work`` (time at full speed) started at ``t`` on resource ``r`` ends: a pure-Python
-    twin of the kernels' rule (:func:`doppler_gym.sim.kernels._advance`), for tests and tools."""
-    k_total = seg.shape[0] // 3
-    if work == 0.0:
-        return t
-    for k in range(int(ptr[r]), int(ptr[r + 1])):
-        s, e, f = seg[k], seg[k_total + k], seg[2 * k_total + k]
-        if e <= t:
-            continue
-        if s > t:
-            if work <= s - t:
-                return t + work
-            work -= s - t
-            t = s
-        cap = (e - t) * f
-        if work <= cap:
-            return t + work / f
-        work -= cap
-        t = e
-    return t + work
 
 
 # ---------------------------------------------------------------------------- random model
@@ -308,107 +231,3 @@ class StragglerModel:
                 factor = float(rng.uniform(*self.factor))
                 out.append(Straggler(kind, index, start, start + length, factor))
         return tuple(out)
-
-
-# ---------------------------------------------------------------------------- what-if analysis
-@dataclass(frozen=True)
-class WhatIf:
-    """What the stragglers of one run cost (:func:`whatif`).
-
-    Attributes:
-        stragglers: the ``k`` stragglers, in the order of ``cost``.
-        makespan: with all of them [reported unit].
-        nominal_makespan: with none [reported unit].
-        cost: ``(k,) float64`` makespan each one cost [reported unit] (``method``).
-        method: ``"leave_one_out"`` (``makespan - makespan without it``) or ``"alone"``
-            (``makespan with only it - nominal``).
-        trace: the :class:`~doppler_gym.sim.trace.Trace` with all of them (its
-            ``nominal_makespan`` and ``straggler_cost`` filled).
-    """
-
-    stragglers: tuple[Straggler, ...]
-    makespan: float
-    nominal_makespan: float
-    cost: np.ndarray
-    method: str
-    trace: Trace
-
-    @property
-    def slowdown(self) -> float:
-        """``makespan / nominal_makespan`` (1.0 when the nominal makespan is 0)."""
-        return self.makespan / self.nominal_makespan if self.nominal_makespan > 0 else 1.0
-
-
-def whatif(
-    graph: DataflowGraph,
-    assignment: object,
-    topology: Topology | None = None,
-    priorities: object | None = None,
-    config: SimConfig | None = None,
-    stragglers: Sequence[Straggler] | None = None,
-    method: str = "leave_one_out",
-) -> WhatIf:
-    """Simulate with the stragglers and without them, and the cost of each (``k + 2`` runs).
-
-    Args:
-        graph, assignment, topology, priorities: as in :func:`doppler_gym.simulate`.
-        config: the runtime model (``SimConfig()`` when ``None``); its own ``stragglers`` are used
-            when ``stragglers`` is ``None``.
-        stragglers: the stragglers to study.
-        method: ``"leave_one_out"`` or ``"alone"`` (module docstring).
-    """
-    from doppler_gym.sim.api import simulate
-    from doppler_gym.sim.config import SimConfig
-
-    if config is None:
-        config = SimConfig()
-    if not isinstance(config, SimConfig):
-        raise TypeError(f"config must be a SimConfig, got {type(config).__name__}")
-    if method not in WHATIF_METHODS:
-        raise ValueError(f"whatif: method must be one of {WHATIF_METHODS}, got {method!r}")
-    chosen = config.stragglers if stragglers is None else as_stragglers(stragglers)
-
-    def run(subset: tuple[Straggler, ...]) -> Trace:
-        return simulate(graph, assignment, topology=topology, priorities=priorities,
-                        config=replace(config, stragglers=subset))
-
-    full = run(chosen)
-    nominal = run(()).makespan
-    cost = np.empty(len(chosen), np.float64)
-    for i in range(len(chosen)):
-        if method == "leave_one_out":
-            cost[i] = full.makespan - run(chosen[:i] + chosen[i + 1 :]).makespan
-        else:
-            cost[i] = run((chosen[i],)).makespan - nominal
-    cost.setflags(write=False)
-    trace = full.with_straggler_costs(nominal, cost)
-    return WhatIf(stragglers=chosen, makespan=float(full.makespan), nominal_makespan=float(nominal), cost=cost,
-                  method=method, trace=trace)
-
-
-# ---------------------------------------------------------------------------- per-episode stragglers
-def as_straggler_option(value: object, where: str = "stragglers") -> StragglerModel | tuple[Straggler, ...] | None:
-    """An env's ``stragglers`` option: ``None`` (none), a :class:`StragglerModel`, a dict of its fields,
-    or a fixed sequence of :class:`Straggler`; a clear error otherwise."""
-    if value is None or isinstance(value, StragglerModel):
-        return value
-    if isinstance(value, dict):
-        unknown = set(value) - set(StragglerModel.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{where}: unknown StragglerModel field(s) {sorted(unknown)}; valid: "
-                             f"{', '.join(StragglerModel.__dataclass_fields__)}")
-        return StragglerModel(**value)
-    return as_stragglers(value, where)
-
-
-def draw_stragglers(
-    option: StragglerModel | tuple[Straggler, ...] | None, topology: Topology, rng: np.random.Generator,
-    horizon: float,
-) -> tuple[Straggler, ...]:
-    """This episode's stragglers under ``option`` (:func:`as_straggler_option`): a model draws with ``rng``
-    over its horizon, else ``horizon`` [reported unit]; a fixed tuple is returned as is."""
-    if option is None:
-        return ()
-    if isinstance(option, StragglerModel):
-        return option.draw(topology, rng, horizon=horizon)
-    return option

@@ -56,7 +56,7 @@ class Trace:
         memory: the run's per-device memory (:class:`~doppler_gym.sim.memory.MemoryProfile`) under
             ``SimConfig(memory="track"/"enforce")``; ``None`` under ``memory="off"``.
         nominal_makespan: the makespan without the config's stragglers (``None`` unless the trace
-            comes from :func:`doppler_gym.sim.stragglers.whatif`).
+            comes from :func:`doppler_gym.sim.whatif_analysis.whatif`).
         straggler_cost: ``(k,) float64`` makespan each straggler cost, in ``whatif``'s method
             (``None`` unless from ``whatif``).
     """

@@ -10,7 +10,8 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.decode import decode
-from agents.policy import COMP_FLOOR, EFT_GAP_CAP, DopplerPolicy, eft_gap
+from agents.features import COMP_FLOOR, EFT_GAP_CAP, eft_gap
+from agents.policy import DopplerPolicy
 from agents.training.rollout import decode as env_decode
 from doppler_gym.envs.context import build_context
 from doppler_gym.sim.estimate import EstimatedSchedule

@@ -190,5 +190,6 @@ def test_fake_cuda_timeout(monkeypatch):
     g = small_ffnn().graph
     t0 = time.perf_counter()
     res, _ = run(g, np.zeros(g.n_ops, int), 1, fake, timeout=0.2)
-    assert time.perf_counter() - t0 < 2
+    # no hang: the fake never finishes, so ending at all (far below pytest's patience) is the timeout's doing
+    assert time.perf_counter() - t0 < 60
     assert res.error_kind == "timeout" and fake.emptied == 1

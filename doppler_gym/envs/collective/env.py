@@ -11,9 +11,9 @@ from gymnasium import spaces
 
 from doppler_gym.comm.schedule import Schedule
 from doppler_gym.envs.collective.types import NEVER, CollectiveInstance, build_instance
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, mask_space
 
 REWARDS = ("epochs", "sparse")
-INVALID_ACTION_MODES = ("penalize", "raise")
 
 
 class CollectiveEnv(gym.Env):
@@ -47,8 +47,9 @@ class CollectiveEnv(gym.Env):
     "Next epoch" is always valid. :meth:`action_masks` (sb3-contrib's hook) equals
     ``obs["action_mask"]``. An invalid action, with ``invalid_action="penalize"`` (default),
     leaves the state unchanged, is rewarded ``invalid_penalty`` and flagged
-    ``info["invalid_action"] = True``; ``max_invalid_streak`` in a row truncate the episode. With
-    ``invalid_action="raise"`` it raises ``ValueError``.
+    ``info["invalid_action"] = True`` (``info["invalid_streak"]``: how many in a row);
+    ``max_invalid_streak`` in a row truncate the episode. With ``invalid_action="raise"`` it raises
+    ``ValueError`` listing the valid actions. A non-integer action raises ``TypeError``.
 
     ## Observation Space
 
@@ -65,7 +66,7 @@ class CollectiveEnv(gym.Env):
     ``wants``         (C, N) f32     1 where the commodity must be delivered (static)
     ``capacity_left`` (L,) f32       sends the link may still start in this epoch [sends]
     ``epoch``         (1,) f32       the current epoch ``k`` [epochs]
-    ``action_mask``   (A,) int8      1 for valid actions
+    ``action_mask``   (A,) bool      True for valid actions
     ================  =============  ===========================================================
 
     ## Rewards
@@ -146,22 +147,18 @@ class CollectiveEnv(gym.Env):
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
-        if not isinstance(invalid_penalty, (int, float)) or not np.isfinite(invalid_penalty):
-            raise ValueError(f"invalid_penalty must be a finite number, got {invalid_penalty!r}")
-        for label, v in (("max_invalid_streak", max_invalid_streak), ("max_epochs", max_epochs)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise ValueError(f"{label} must be an integer >= 1, got {v!r}")
+        # what an action the mask rules out does (penalty and truncation, or ValueError)
+        self.invalid_actions = InvalidActions(invalid_action, invalid_penalty, max_invalid_streak)
+        if max_epochs is not None and (
+            isinstance(max_epochs, bool) or not isinstance(max_epochs, (int, np.integer)) or max_epochs < 1
+        ):
+            raise ValueError(f"max_epochs must be an integer >= 1, got {max_epochs!r}")
         self.render_mode = render_mode
         self.instance: CollectiveInstance = build_instance(topology, collective, buffer_bytes, chunks=chunks,
                                                            epoch=epoch, multiplier=multiplier, root=root)
         inst = self.instance
         topo = inst.topology
         self.reward_kind = reward
-        self.invalid_action = invalid_action
-        self.invalid_penalty = float(invalid_penalty)
-        self.max_invalid_streak = int(max_invalid_streak)
         self.teacher_time_limit = float(teacher_time_limit)
         self.max_epochs = int(max_epochs) if max_epochs is not None else int(
             4 * topo.n_gpus * inst.demand.chunks * (1 + int(inst.offset.max(initial=0))))
@@ -175,7 +172,7 @@ class CollectiveEnv(gym.Env):
             "wants": spaces.Box(0.0, 1.0, (c, n), np.float32),
             "capacity_left": spaces.Box(0.0, float(inst.window_capacity.max(initial=1)), (nl,), np.float32),
             "epoch": spaces.Box(0.0, float(self.max_epochs), (1,), np.float32),
-            "action_mask": spaces.Box(0, 1, (self.n_actions,), np.int8),
+            "action_mask": mask_space(self.n_actions),
         })
         self.action_space = spaces.Discrete(self.n_actions)
         self._wants = inst.demand.wants
@@ -200,8 +197,7 @@ class CollectiveEnv(gym.Env):
         self._sent_now = np.zeros((c, nl), bool)  # (C, L) sent in this epoch
         self._sends: list[tuple[int, int, int]] = []
         self._last_arrival = 0
-        self._mask = np.zeros(self.n_actions, np.int8)
-        self._invalid_streak = 0
+        self._mask = np.zeros(self.n_actions, MASK_DTYPE)  # (A,) True = valid action
         self._done = True
 
     # ------------------------------------------------------------------ gym API
@@ -221,7 +217,7 @@ class CollectiveEnv(gym.Env):
         self._sent_now.fill(False)
         self._sends = []
         self._last_arrival = 0
-        self._invalid_streak = 0
+        self.invalid_actions.reset()
         self._done = False
         self._update_mask()
         info = {"tau": self.instance.tau, "chunk_bytes": self.instance.chunk_bytes,
@@ -232,11 +228,11 @@ class CollectiveEnv(gym.Env):
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
         if self._done:
-            raise RuntimeError("CollectiveEnv.step: the episode has ended (or never started); call reset()")
-        a = _as_index(action)
+            raise episode_over_error("CollectiveEnv.step")
+        a = action_index(action, "CollectiveEnv.step", "commodity * n_links + link, or next_epoch_action")
         if not (0 <= a < self.n_actions and self._mask[a]):
             return self._invalid(a)
-        self._invalid_streak = 0
+        self.invalid_actions.accept()
         dense = self.reward_kind == "epochs"
         if a == self.next_epoch_action:
             self._advance()
@@ -251,7 +247,7 @@ class CollectiveEnv(gym.Env):
         return self._observation(), 0.0, False, False, {}
 
     def action_masks(self) -> np.ndarray:
-        """``(n_actions,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
+        """``(n_actions,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
         return self._mask.copy()
 
     def teacher_actions(self) -> np.ndarray:
@@ -261,7 +257,7 @@ class CollectiveEnv(gym.Env):
         rows = self.teacher_rows()
         rows = rows[rows[:, 2] == self._k]
         acts = rows[:, 0] * self.instance.n_links + rows[:, 1]
-        acts = acts[self._mask[acts] == 1]
+        acts = acts[self._mask[acts]]
         if acts.size == 0:
             return np.array([self.next_epoch_action], np.int64)
         return np.unique(acts)
@@ -376,7 +372,7 @@ class CollectiveEnv(gym.Env):
         cap_ok = self._capacity_left() > 0
         ok = src_ok & dst_ok & cap_ok[None, :] & ~self._sent_now
         self._mask[:-1] = ok.reshape(-1)
-        self._mask[-1] = 1
+        self._mask[-1] = True
 
     def _observation(self) -> dict[str, np.ndarray]:
         k = self._k
@@ -404,8 +400,8 @@ class CollectiveEnv(gym.Env):
             reward += -self.max_epochs * missing / self._n_deliveries
             if self.reward_kind == "sparse":
                 reward += -float(epochs)
-        self._mask[:] = 0
-        self._mask[-1] = 1  # keep one valid action so maskable policies never see an all-zero mask
+        self._mask[:] = False
+        self._mask[-1] = True  # keep one valid action so maskable policies never see an all-False mask
         info = {
             "epochs": epochs,
             "finish_time": epochs * self.instance.tau,
@@ -416,23 +412,14 @@ class CollectiveEnv(gym.Env):
         return self._observation(), float(reward), terminated, not terminated, info
 
     def _invalid(self, a: int) -> tuple[dict, float, bool, bool, dict]:
-        if self.invalid_action == "raise":
-            valid = np.flatnonzero(self._mask)
-            raise ValueError(f"CollectiveEnv.step: action {a} is not valid in epoch {self._k} "
-                             f"(valid: {valid[:20].tolist()}{' ...' if valid.size > 20 else ''}; "
-                             f"{self.next_epoch_action} = next epoch); use action_masks()")
-        self._invalid_streak += 1
-        truncated = self._invalid_streak >= self.max_invalid_streak
-        info: dict[str, Any] = {"invalid_action": True}
+        reward, truncated, rejection = self.invalid_actions.reject(lambda: self._invalid_message(a))
         if truncated:
-            obs, r, _, _, info = self._end(reward=self.invalid_penalty, terminated=False)
-            info["invalid_action"] = True
-            return obs, r, False, True, info
-        return self._observation(), self.invalid_penalty, False, False, info
+            obs, reward, _, _, info = self._end(reward=reward, terminated=False)
+            return obs, reward, False, True, {**info, **rejection}
+        return self._observation(), reward, False, False, rejection
 
-
-def _as_index(action: object) -> int:
-    arr = np.asarray(action)
-    if arr.size != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-        raise TypeError(f"CollectiveEnv.step: the action must be one integer, got {action!r}")
-    return int(arr.reshape(()))
+    def _invalid_message(self, a: int) -> str:
+        valid = np.flatnonzero(self._mask)
+        return (f"CollectiveEnv.step: action {a} is not valid in epoch {self._k} "
+                f"(valid: {valid[:20].tolist()}{' ...' if valid.size > 20 else ''}; "
+                f"{self.next_epoch_action} = next epoch); use action_masks()")

@@ -6,7 +6,7 @@ against published figures.
   helper: its own adjacency lists, recursive b-level, ready list and earliest-start formula). Fed
   the same random tie-break draws, it must pick the same op and device at every step, so the two
   agree placement for placement; the makespans then come from the SimPy port of the authors'
-  simulator (``tests/doppler_gym/sim/simpy_port.py``), not from our kernel.
+  simulator (``doppler_gym/sim/simpy_reference.py``), not from our kernel.
 * Published means of this heuristic over 20 tie-break seeds (in the authors' simulator) come from
   another random stream than ours, so they can only agree within the sampling noise of a 20-seed
   mean; the last test checks that they do, over 200 of our seeds.
@@ -21,7 +21,7 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym.baselines.critical_path import critical_path, critical_path_schedule
-from tests.doppler_gym.sim.simpy_port import simpy_makespan
+from doppler_gym.sim.simpy_reference import simpy_makespan
 
 REF = dg.SimConfig.reference()
 

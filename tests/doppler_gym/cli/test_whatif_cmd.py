@@ -1,5 +1,5 @@
 """``doppler whatif``: makespans with and without stragglers and each one's cost, against
-:func:`doppler_gym.sim.stragglers.whatif` called directly; straggler specs; one-line errors."""
+:func:`doppler_gym.sim.whatif_analysis.whatif` called directly; straggler specs; one-line errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym.cli.whatif_cmd import parse_straggler
-from doppler_gym.sim.stragglers import Straggler, StragglerModel, whatif
+from doppler_gym.sim.stragglers import Straggler, StragglerModel
+from doppler_gym.sim.whatif_analysis import whatif
 from tests.doppler_gym.cli.cli_helpers import error_line, run
 
 

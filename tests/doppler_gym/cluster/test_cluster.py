@@ -254,15 +254,14 @@ def test_heterogeneous_nodes_and_multi_node_sub_topology():
 
 
 def _drive(trace: C.Trace, cluster: C.Cluster, plans: dict[float, dict[int, tuple[int, ...]]], **kwargs):
-    """Run the engine's decisions() with explicit Allocations: at event time t, ``plans[t]`` (else keep)."""
-    sim = C.engine.decisions(trace, cluster, C.schedulers.FIFO(), seed=0, failures=C.FailureModel(), **kwargs)
-    try:
-        view = next(sim)
-        while True:
-            keep = {i: tuple(view.alloc[i]) for i in np.flatnonzero(view.running)}
-            view = sim.send(C.Allocation(plans.get(view.now, keep)))
-    except StopIteration as stop:
-        return stop.value
+    """Run a ClusterSimulation with explicit Allocations: at event time t, ``plans[t]`` (else keep)."""
+    sim = C.ClusterSimulation(trace, cluster, C.schedulers.FIFO(), seed=0, failures=C.FailureModel(), **kwargs)
+    view = sim.run_until_decision()
+    while view is not None:
+        keep = {i: tuple(view.alloc[i]) for i in np.flatnonzero(view.running)}
+        sim.apply_allocation(C.Allocation(plans.get(view.now, keep)))
+        view = sim.run_until_decision()
+    return sim.result()
 
 
 def test_racks_share_their_uplinks_max_min_fairly_with_node_uplinks():

@@ -1,8 +1,8 @@
 """Pure-Python reference of the simulator's GENERAL work-conserving model (the oracle of
 ``test_general_model.py``). Written for readability, not speed; it shares no code with
-``doppler_gym.sim.kernels``: only the graph, the topology's figures and ``Topology.route``.
+the Numba kernels: only the graph, the topology's figures and ``Topology.route``.
 
-The model (``SimConfig``'s docstring, ``doppler_gym.sim.kernels``' module docstring):
+The model (``SimConfig``'s docstring, ``doppler_gym.sim.event_loop``'s module docstring):
 
 * **Compute.** Op ``o`` on device ``d`` runs for ``flops[o] / speed[d]`` (``cost_model="topology"``)
   or ``flops[o]`` (``"raw"``), times its jitter factor.

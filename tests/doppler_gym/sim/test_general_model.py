@@ -944,7 +944,7 @@ def test_every_assignment_form_gives_the_same_trace(config):
 def test_read_only_assignments_reach_the_kernels_as_writable_arrays():
     # Numba types a read-only array apart and would compile (about a minute) and cache a second copy
     # of each kernel for it: `doppler place` once spent 75 s of a 2 s budget doing so.
-    from doppler_gym.sim import kernels
+    from doppler_gym.sim.dispatch import run_many, run_packed, value_range
 
     g = _random_graph(14, "topology", n_ops=30)
     a = np.random.default_rng(6).integers(0, 3, g.n_ops)
@@ -957,7 +957,7 @@ def test_read_only_assignments_reach_the_kernels_as_writable_arrays():
         for _ in range(2):  # the first call packs the problem, the second takes the cached one
             assert dg.simulate(g, one).makespan == ref
         np.testing.assert_array_equal(dg.simulate_batch(g, rows), batch_ref)
-    for dispatcher, arg in ((kernels.run_packed, 3), (kernels.run_many, 6), (kernels.value_range, 0)):
+    for dispatcher, arg in ((run_packed, 3), (run_many, 6), (value_range, 0)):
         assert dispatcher.signatures, dispatcher
         for signature in dispatcher.signatures:
             assert signature[arg].mutable, (dispatcher, signature)

@@ -8,17 +8,16 @@ and the two ways back to the event loop (zero-work ops at packing, a duration th
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels as K
 from doppler_gym.sim.api import jitter_factors
+from doppler_gym.sim.event_loop import alloc_workspace, run
+from doppler_gym.sim.packed_layout import Meta
 from doppler_gym.sim.packing import list_kernel_applies, pack
 from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
@@ -26,15 +25,15 @@ REF = dg.SimConfig.reference()
 
 
 def _event_loop(graph, assignment, topology, config, row=0, rows=1):
-    """``(makespan, times)`` of the event loop :func:`kernels.run` on ``pack``'s problem, with row
+    """``(makespan, times)`` of the event loop :func:`~doppler_gym.sim.event_loop.run` on ``pack``'s problem, with row
     ``row`` of the jitter factors that ``simulate_batch`` draws for ``rows`` assignments."""
     n_devices = topology.n_devices if topology is not None else int(assignment.max()) + 1
     problem = pack(graph, topology, n_devices, config)
     comp_factor, edge_factor = jitter_factors(graph, config, rows=rows)
     times = np.empty(2 * graph.n_ops + 2 * graph.n_edges)
-    makespan = K.run(
+    makespan = run(
         problem.meta, problem.ints, problem.floats, np.zeros(graph.n_ops), comp_factor[row], edge_factor[row],
-        assignment.astype(np.int32), times, K.alloc_workspace(problem.meta),
+        assignment.astype(np.int32), times, alloc_workspace(problem.meta),
     )
     return makespan, times
 
@@ -101,7 +100,7 @@ def test_zero_work_ops_use_the_event_loop():
     g = DataflowGraph(src=np.array([0, 1]), dst=np.array([1, 2]), flops=np.array([1.0, 0.0, 1.0]),
                       out_bytes=np.ones(3))
     assert not list_kernel_applies(g, REF)
-    assert pack(g, None, 2, REF).meta[K.Meta.LIST_KERNEL] == 0
+    assert pack(g, None, 2, REF).meta[Meta.LIST_KERNEL] == 0
     a = np.array([0, 1, 0])
     assert dg.simulate(g, a, config=REF).makespan == _event_loop(g, a, None, REF)[0]
 
@@ -145,17 +144,3 @@ def test_a_wide_frontier_turns_the_queue_into_a_heap():
         makespan, times = _event_loop(g, a, None, REF)
         assert trace.makespan == makespan
         np.testing.assert_array_equal(_times(trace), times / REF.time_divisor)
-
-
-def test_the_dispatchers_cache_is_keyed_on_the_list_kernel_source():
-    """Numba re-validates ``run_packed`` and ``run_many`` against kernels.py only; the import keeps a
-    digest of list_kernel.py beside their cache so that an edit of the list kernel flushes it."""
-    import hashlib
-
-    from doppler_gym.sim import list_kernel
-
-    marker = K.list_kernel_digest_path()
-    if not os.access(marker.parent, os.W_OK):
-        pytest.skip(f"the Numba cache directory {marker.parent} is read-only: nothing is cached, "
-                    f"so nothing can go stale")
-    assert marker.read_text() == hashlib.sha256(Path(list_kernel.__file__).read_bytes()).hexdigest()

@@ -1,6 +1,6 @@
 """``SimConfig.reference()`` reproduces the DOPPLER authors' SimPy simulator exactly.
 
-The oracle is ``simpy_port.py`` (the authors' event structure on the real ``simpy`` package). Every
+The oracle is ``doppler_gym.sim.simpy_reference`` (the authors' event structure on the real ``simpy`` package). Every
 comparison is exact (``==`` on float64), same-time event order included: a list scheduler with a
 plausible tie-break can differ from SimPy on a large share of random assignments, so "close" is not
 good enough.
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 import doppler_gym as dg
 from doppler_gym.graph.io import load_graph
 from doppler_gym.graph.types import DataflowGraph
-from tests.doppler_gym.sim.simpy_port import PortTrace, simpy_trace
+from doppler_gym.sim.simpy_reference import PortTrace, simpy_trace
 
 PAPER_GRAPHS = (
     "paper/chainmm",

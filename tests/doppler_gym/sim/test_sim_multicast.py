@@ -16,8 +16,8 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim import kernels
 from doppler_gym.sim.multicast import edge_times, timer_for
+from doppler_gym.sim.packed_layout import Meta
 from doppler_gym.sim.packing import pack
 from tests.doppler_gym.sim.general_reference import reference_simulate, transfer_time
 from tests.doppler_gym.sim.sim_dag_helpers import random_edges
@@ -53,7 +53,7 @@ def test_default_is_p2p():
     cfg = dg.SimConfig()
     assert cfg.multicast == "p2p" and dg.SimConfig.reference().multicast == "p2p"
     meta = pack(_fan(), RING, 4, cfg).meta
-    assert meta[kernels.Meta.EDGE_TIMES] == 0
+    assert meta[Meta.EDGE_TIMES] == 0
 
 
 def test_fan_out_on_ring_by_hand():

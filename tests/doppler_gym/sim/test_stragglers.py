@@ -11,7 +11,9 @@ import pytest
 
 import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
-from doppler_gym.sim.stragglers import Straggler, StragglerModel, advance, profile_arrays, whatif
+from doppler_gym.sim.straggler_profiles import advance, profile_arrays
+from doppler_gym.sim.stragglers import Straggler, StragglerModel
+from doppler_gym.sim.whatif_analysis import whatif
 from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
 RAW = dg.SimConfig(cost_model="raw")

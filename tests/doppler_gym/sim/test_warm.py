@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import doppler_gym as dg
-from doppler_gym.sim import kernels
+from doppler_gym.sim.dispatch import run_many, run_packed
 
 FRESH_SEARCH = """
 import json, doppler_gym as dg
@@ -40,9 +40,9 @@ def test_warm_up_runs_under_every_queue_order_and_loads_both_assignment_types(co
     g = dg.instances.resolve_graph("random:n_ops=40,levels=8,seed=2")
     seconds = dg.sim.warm_up(g, dg.Topology.uniform(3), config)
     assert seconds >= 0.0
-    widths = {sig[3].dtype.bitwidth for sig in kernels.run_packed.signatures}
+    widths = {sig[3].dtype.bitwidth for sig in run_packed.signatures}
     assert widths >= {32, 64}
-    assert kernels.run_many.signatures
+    assert run_many.signatures
 
 
 def test_warm_up_of_an_empty_graph_simulates_nothing():

@@ -1,9 +1,11 @@
-"""An independent SimPy port of the DOPPLER authors' simulator (their ``env/cost.py``): the test oracle.
+"""An independent SimPy port of the DOPPLER authors' simulator (their ``env/cost.py``): the reference oracle.
 
 ``dg.SimConfig.reference()`` promises to reproduce that simulator exactly, same-time event order
 included. This module rebuilds the authors' event structure on the real ``simpy`` package so the tests
-(``test_reference_parity.py``) and ``benchmarks/bench_sim.py`` can compare against it. It is slow on
-purpose (one Python generator per op and per edge); never use it outside tests and benchmarks.
+(``tests/doppler_gym/sim/test_reference_parity.py``) and ``benchmarks/bench_sim.py`` can compare
+against it. It is slow on purpose (one Python generator per op and per edge): an oracle, not a
+simulator to place with. ``simpy`` is a development dependency (the ``dev`` extra), imported when a
+run starts; without it :func:`simpy_trace` raises an ``ImportError`` that says how to install it.
 
 The model, as the authors wrote it:
 
@@ -28,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 
 TIME_DIVISOR = 1e10  # raw cost units per paper time unit (the authors divide env.now by 1e10)
 
@@ -57,6 +58,18 @@ class PortTrace:
     log: list[tuple[int, float, str, int]] = field(default_factory=list)
 
 
+def _import_simpy():
+    """The ``simpy`` module, or an ``ImportError`` naming the package and the extra that installs it."""
+    try:
+        import simpy
+    except ImportError as exc:
+        raise ImportError(
+            "doppler_gym.sim.simpy_reference needs the simpy package (a development dependency): "
+            "pip install simpy, or install doppler-gym with its dev extra: pip install -e '.[dev]'"
+        ) from exc
+    return simpy
+
+
 def simpy_trace(graph, assignment, record: bool = False) -> PortTrace:
     """Run the authors' SimPy model on ``graph`` placed by ``assignment``.
 
@@ -68,6 +81,7 @@ def simpy_trace(graph, assignment, record: bool = False) -> PortTrace:
     Returns:
         A :class:`PortTrace` in paper units.
     """
+    simpy = _import_simpy()
     src = np.asarray(graph.src, dtype=np.int64)
     dst = np.asarray(graph.dst, dtype=np.int64)
     comp = [float(c) for c in np.asarray(graph.flops, dtype=np.float64)]

@@ -1,0 +1,615 @@
+"""The event-driven simulation of a trace of jobs on a cluster, as an object driven one decision at a time.
+
+Events (:mod:`doppler_gym.cluster.events`): job arrivals, completions, GPU failures, restarts (end of
+a restart delay), slowdowns and, for schedulers with ``round_s``, round ticks (every ``round_s``
+while some job waits: with none waiting, a new order could not change the allocation). Between two
+events every running job advances along its work timeline (:mod:`doppler_gym.cluster.failures`) at
+its speed (1 alone, the interference fraction when it shares a GPU). An event that changes the set of
+jobs or GPUs is a decision point: the caller then either gives an order, which the simulation
+allocates GPUs by under the scheduler's flags (see :mod:`doppler_gym.cluster.schedulers` for the
+rules), or an :class:`~doppler_gym.cluster.schedulers.Allocation` it applies as given (the env).
+A job started again after a preemption, a migration or an elastic resize first restores its checkpoint
+for ``preemption_cost`` seconds, holding its GPUs without progress.
+
+Stragglers: a GPU of the failure model's slow periods runs every job on it at ``straggler_speed``
+of its pace (a synchronous job at its slowest GPU's pace).
+
+Bandwidth: with a finite ``Cluster.node_uplink_bandwidth`` or ``rack_uplink_bandwidth``, jobs spanning
+nodes (racks) share each node's (rack's) uplink max-min fairly in their pace
+(:mod:`doppler_gym.cluster.bandwidth`); a job runs at the lower of that share and its
+sharing/straggler speed. The model is conservative: it treats a job's cross-node traffic as on its
+critical path.
+
+Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
+as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
+got (:class:`doppler_gym.cluster.timing.IterationTimes`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from doppler_gym import workloads
+from doppler_gym.cluster import bandwidth as bw
+from doppler_gym.cluster import failures as fl
+from doppler_gym.cluster import placement as pl
+from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, RESUME, ROUND, SLOW_END, SLOW_START, EventQueue
+from doppler_gym.cluster.interference import GavelInterference
+from doppler_gym.cluster.metrics import ClusterResult, summarise
+from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
+from doppler_gym.cluster.timing import IterationTimes
+from doppler_gym.cluster.types import Cluster, Trace
+
+# a job's status (ClusterSimulation.status)
+WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
+_EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
+
+
+class ClusterSimulation:
+    """A trace of jobs on a cluster, advanced from one decision point to the next.
+
+    Drive it as::
+
+        view = sim.run_until_decision()          # the JobView at the first decision point
+        while view is not None:
+            sim.allocate_in_order(order)         # or sim.apply_allocation(Allocation(...))
+            view = sim.run_until_decision()
+        result = sim.result()
+
+    :func:`doppler_gym.cluster.engine.simulate_cluster` takes each order from ``scheduler.order``;
+    ``Doppler-Cluster-v0`` sends the agent's :class:`Allocation`.
+
+    Args:
+        trace, cluster: the jobs and the cluster (every job is checked against the cluster here:
+            ``ValueError`` before anything runs).
+        scheduler: its flags (``preemptive``, ``share``, ``elastic``) rule :meth:`allocate_in_order`;
+            its ``round_s`` [s] sets the round ticks and its ``name`` labels the result.
+        seed: seeds the failure draws and, in a stream of their own, the straggler draws.
+        failures: the :class:`~doppler_gym.cluster.failures.FailureModel`.
+        interference: ``(type_a, type_b, gpu_type) -> (f_a, f_b) | None`` (default :class:`GavelInterference`).
+        times: the :class:`IterationTimes` (default: a fresh one for ``cluster``).
+        checkpoints: ``"fixed"`` (each job's ``checkpoint_every``) or ``"young"``.
+        max_events: the run raises ``RuntimeError`` past this many loop steps.
+        preemption_cost: [s] a job preempted or moved to other GPUs (migrated) while running spends
+            this long restoring its checkpoint when it starts again, holding its GPUs without progress.
+
+    The state below is read-only outside the class (a :class:`JobView` hands out the live arrays).
+    Shapes: ``n`` jobs (trace order), ``G`` GPUs (node by node).
+
+    Attributes:
+        now: [s] the simulated time.
+        status: ``(n,) int8``: ``FUTURE``, ``WAITING``, ``RUNNING``, ``RESTARTING`` or ``DONE``.
+        arrival: ``(n,) float64`` [s]; requested: ``(n,) int64`` [GPUs] each job asks for.
+        progress, work: ``(n,) float64`` [solo s]: done so far along the work timeline, and in total
+            at the current iteration time.
+        iter_time: ``(n,) float64`` [s] per iteration on the current (or last) allocation; NaN before a start.
+        speed: ``(n,) float64`` solo seconds per second of each running job (0 restoring or stopped).
+        solo_total: ``(n,) float64`` [solo s] on the requested GPUs of the first node's type (set at arrival).
+        checkpoint_every: ``n`` ints or None [iterations]: each job's own, or Young's (set at its first start).
+        attained: ``(n,) float64`` [GPU s] held; held: ``(n,) float64`` [s] wall time holding GPUs.
+        first_start, completion: ``(n,) float64`` [s], NaN until they happen.
+        interruptions: ``(n,) int64`` failures that stopped the job; lost: ``(n,) float64`` [solo s] rolled back.
+        gpus_held: ``(n,) int64`` GPUs each job holds now.
+        suspended: ``(n,) bool``: preempted or migrated while running (its next start pays the restore).
+        stall_end: ``(n,) float64`` [s] end of the job's current checkpoint restore.
+        cross_bytes: ``(n,) float64`` [B] per iteration crossing between the job's nodes (0 on one node).
+        alloc: ``n`` lists of the GPU ids each job holds; occupants: ``G`` lists of the jobs on each GPU (<= 2).
+        gpu_slow: ``(G,) bool`` GPUs in a slow period.
+        n_busy: GPUs holding at least one job; n_done: finished jobs.
+        busy_gpu_s: [GPU s] with at least one job; work_gpu_s: [GPU s] solo-equivalent work delivered.
+        util_t, util_v: [s] / [GPUs]: the number of busy GPUs from each time on (a step function).
+    """
+
+    def __init__(self, trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
+                 failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
+                 checkpoints: str = "fixed", max_events: int = 10_000_000, preemption_cost: float = 0.0) -> None:
+        self._rng_failures = np.random.default_rng(seed)
+        self.interference = interference if interference is not None else GavelInterference()
+        self.times = times if times is not None else IterationTimes(cluster)
+        _check_inputs(trace, cluster, checkpoints, preemption_cost)
+        self.trace, self.cluster, self.scheduler, self.seed = trace, cluster, scheduler, seed
+        self.failures, self.checkpoints = failures, checkpoints
+        self.max_events, self.preemption_cost = max_events, preemption_cost
+        self.jobs = trace.jobs
+        self.n_jobs = n = len(self.jobs)
+        self.n_gpus = n_gpus = cluster.n_gpus
+        self._init_cluster(cluster)
+        self._init_jobs()
+        self.occupants: list[list[int]] = [[] for _ in range(n_gpus)]
+        self.gpu_slow = np.zeros(n_gpus, dtype=bool)
+        self.n_busy = 0
+        self.busy_gpu_s = 0.0
+        self.work_gpu_s = 0.0
+        self.util_t: list[float] = [0.0]
+        self.util_v: list[int] = [0]
+        self.now = 0.0
+        self.n_done = 0
+        self.n_events = 0
+        self._pending: JobView | None = None  # the view of the decision point awaiting a decision
+        self._round_pending = False  # a round tick is queued (ticks run only while some job waits)
+        self._events = EventQueue()
+        for i in range(n):
+            self._events.push(self.arrival[i], ARRIVAL, i)
+        self._failure_rate = n_gpus / failures.gpu_mtbf  # [1/s], whole cluster
+        if self._failure_rate > 0:
+            self._events.push(float(self._rng_failures.exponential(1.0 / self._failure_rate)), FAILURE)
+        # Stragglers: slowdown onsets at rate 1/straggler_mtbs per GPU, ignored on a GPU already slow, so
+        # each GPU alternates Exp(straggler_mtbs) healthy and Exp(straggler_duration) slow periods.
+        self._rng_slow = np.random.default_rng([seed, 1])  # its own stream: failures draw the same with or without it
+        self._slow_rate = n_gpus / failures.straggler_mtbs  # [1/s], whole cluster
+        if self._slow_rate > 0:
+            self._events.push(float(self._rng_slow.exponential(1.0 / self._slow_rate)), SLOW_START)
+        # speeds change beyond starts and stops only with sharing, stragglers, uplinks or restores
+        self._variable_speed = (scheduler.share or self._slow_rate > 0 or bool(self.link_capacity)
+                                or preemption_cost > 0)
+
+    def _init_cluster(self, cluster: Cluster) -> None:
+        """The GPUs' nodes and types, and the capacities of the finite uplinks."""
+        self.gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])  # (G,) int64
+        self.gpu_type = [cluster.nodes[k].gpu_type for k in self.gpu_node]  # G names
+        self.node_rack = np.asarray(cluster.node_rack, dtype=np.int64)  # (n_nodes,)
+        capacity: dict[tuple[str, int], float] = {}  # [B/s] of the finite shared links
+        if math.isfinite(cluster.node_uplink_bandwidth):
+            capacity.update({("node", k): cluster.node_uplink_bandwidth for k in range(len(cluster.nodes))})
+        if math.isfinite(cluster.rack_uplink_bandwidth):
+            capacity.update({("rack", r): cluster.rack_uplink_bandwidth for r in sorted(set(cluster.node_rack))})
+        self.link_capacity = capacity
+
+    def _init_jobs(self) -> None:
+        """Every job in the future, holding nothing (the arrays of the class docstring)."""
+        jobs, n = self.jobs, self.n_jobs
+        self.arrival = np.array([j.arrival for j in jobs], dtype=np.float64)
+        self.requested = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self.job_types = [j.job_type for j in jobs]
+        self.status = np.full(n, FUTURE, dtype=np.int8)
+        self.progress = np.zeros(n)
+        self.work = np.zeros(n)
+        self.iter_time = np.full(n, np.nan)
+        self.speed = np.zeros(n)
+        self.solo_total = np.zeros(n)
+        self.checkpoint_every: list[int | None] = [j.checkpoint_every for j in jobs]
+        self.attained = np.zeros(n)
+        self.held = np.zeros(n)
+        self.first_start = np.full(n, np.nan)
+        self.completion = np.full(n, np.nan)
+        self.interruptions = np.zeros(n, dtype=np.int64)
+        self.lost = np.zeros(n)
+        self.gpus_held = np.zeros(n, dtype=np.int64)
+        self.suspended = np.zeros(n, dtype=bool)
+        self.stall_end = np.zeros(n)
+        self.cross_bytes = np.zeros(n)
+        self.alloc: list[list[int]] = [[] for _ in range(n)]
+
+    # -- driving it --------------------------------------------------------------------------------
+    def run_until_decision(self) -> JobView | None:
+        """Run the events up to the next decision point and return its :class:`JobView` (live arrays,
+        read-only; copy what you keep past the next decision), or ``None`` once every job is done.
+
+        Raises ``RuntimeError`` while a decision is pending, past ``max_events`` loop steps, or when
+        no job can ever finish (nothing runs and no event is queued).
+        """
+        self._require_decision(False, "run_until_decision")
+        while self.n_done < self.n_jobs:
+            self.n_events += 1
+            if self.n_events > self.max_events:
+                raise RuntimeError(f"cluster simulation exceeded max_events={self.max_events} at t={self.now:.1f} s")
+            running = np.flatnonzero(self.status == RUNNING)
+            self._advance_to(self._next_event_time(running), running)
+            completed = self._complete_finished(running)
+            scheduling, resumed = self._handle_due_events()
+            if resumed and not (completed or scheduling):
+                self._refresh_speeds()
+            if completed or scheduling:
+                view = self._view()
+                if view is not None:
+                    self._pending = view
+                    return view
+                self._close_event()
+        return None
+
+    def allocate_in_order(self, order: list[int]) -> None:
+        """Decide the pending decision point by a priority order of the active jobs, under the
+        scheduler's flags (the rules of :mod:`doppler_gym.cluster.schedulers`)."""
+        self._require_decision(True, "allocate_in_order")
+        order = list(order)
+        if self.scheduler.preemptive:
+            self._admit_prefix(order)
+        else:
+            waiting = self._backfill(order)
+            if self.scheduler.share:
+                self._migrate_off_shared(order)
+                self._start_shared(waiting)
+        if self._variable_speed:
+            self._refresh_speeds()
+        self._close_event()
+
+    def apply_allocation(self, plan: Allocation) -> None:
+        """Decide the pending decision point by running exactly the jobs of ``plan`` on its GPUs:
+        preempt or move the others, then start. An invalid plan raises ``ValueError`` and changes
+        nothing (the decision stays pending)."""
+        self._require_decision(True, "apply_allocation")
+        want = self._checked_allocation(plan)
+        for i in np.flatnonzero(self.status == RUNNING).tolist():
+            if want.get(i) != sorted(self.alloc[i]):
+                self._preempt(i)
+        for i, gpus in want.items():
+            if self.status[i] == WAITING:
+                self._start(i, gpus)
+        self._refresh_speeds()
+        self._close_event()
+
+    def result(self) -> ClusterResult:
+        """The :class:`ClusterResult` of the finished run (``RuntimeError`` while jobs are unfinished)."""
+        if self.n_done < self.n_jobs:
+            raise RuntimeError(f"the cluster simulation has {self.n_jobs - self.n_done} unfinished jobs at "
+                               f"t={self.now:.1f} s: call run_until_decision() until it returns None")
+        return summarise(trace=self.trace, cluster=self.cluster, scheduler=self.scheduler.name, seed=self.seed,
+                         completion=self.completion, first_start=self.first_start, iter_time=self.iter_time,
+                         held=self.held, interruptions=self.interruptions, lost=self.lost,
+                         busy_gpu_s=self.busy_gpu_s, work_gpu_s=self.work_gpu_s, util_t=np.array(self.util_t),
+                         util_v=np.array(self.util_v), every=self.checkpoint_every)
+
+    def _require_decision(self, pending: bool, caller: str) -> None:
+        if pending and self._pending is None:
+            raise RuntimeError(f"ClusterSimulation.{caller}: no decision is pending; call run_until_decision() "
+                               "first (and stop once it returns None)")
+        if not pending and self._pending is not None:
+            raise RuntimeError(f"ClusterSimulation.{caller}: the decision at t={self.now:.6g} s is pending; "
+                               "call allocate_in_order() or apply_allocation() first")
+
+    def _view(self) -> JobView | None:
+        """What a decision maker reads now (``None`` when no job waits or runs)."""
+        # Trace order is arrival order, so the active jobs come out of flatnonzero already sorted.
+        active = np.flatnonzero((self.status == WAITING) | (self.status == RUNNING)).tolist()
+        if not active:
+            return None
+        # remaining solo time: on the current allocation, or (never started) on the requested GPUs
+        remaining = np.where(np.isnan(self.iter_time), self.solo_total, self.work - self.progress)
+        return JobView(now=self.now, active=active, arrival=self.arrival, gpus=self.requested,
+                       running=self.status == RUNNING, attained=self.attained, remaining=remaining,
+                       completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
+                       restarting=self.status == RESTARTING)
+
+    def _close_event(self) -> None:
+        """After a decision point: queue a round tick if one is due, record the busy GPUs."""
+        self._pending = None
+        round_s = self.scheduler.round_s
+        if round_s is not None and not self._round_pending and (self.status == WAITING).any():
+            self._events.push(self.now + round_s, ROUND)
+            self._round_pending = True
+        if self.n_busy != self.util_v[-1]:
+            self.util_t.append(self.now)
+            self.util_v.append(self.n_busy)
+
+    # -- time between events -------------------------------------------------------------------------
+    def _next_event_time(self, running: np.ndarray) -> float:
+        """[s] of the next completion or queued event; ``running``: ``(k,) int64`` the running jobs."""
+        t_done = math.inf
+        if running.size:
+            with np.errstate(divide="ignore"):
+                ends = self.now + (self.work[running] - self.progress[running]) / self.speed[running]
+            t_done = float(ends.min())
+        t_next = min(t_done, self._events.next_time())
+        if not math.isfinite(t_next):
+            raise RuntimeError(f"cluster simulation stalled at t={self.now:.1f} s with "
+                               f"{self.n_jobs - self.n_done} jobs unfinished")
+        return t_next
+
+    def _advance_to(self, t_next: float, running: np.ndarray) -> None:
+        """Move the clock to ``t_next`` [s]: the running jobs progress at their speeds, the accounts grow."""
+        dt = t_next - self.now
+        if dt > 0 and running.size:
+            speed, gpus_held = self.speed[running], self.gpus_held[running]
+            self.progress[running] += speed * dt
+            self.attained[running] += gpus_held * dt
+            self.held[running] += dt
+            self.busy_gpu_s += self.n_busy * dt  # GPUs busy since the last event
+            self.work_gpu_s += float(speed @ gpus_held) * dt
+        self.now = t_next
+
+    def _complete_finished(self, running: np.ndarray) -> bool:
+        """Complete the running jobs whose work is done; whether any was."""
+        if not running.size:
+            return False
+        finished = running[self.progress[running] >= self.work[running] * (1 - 1e-12) - _EPS]
+        for i in finished.tolist():
+            self.progress[i] = self.work[i]
+            self._release(i)  # a partner's solo speed is restored by the decision's _refresh_speeds()
+            self.status[i] = DONE
+            self.completion[i] = self.now
+            self.n_done += 1
+        return bool(finished.size)
+
+    # -- events ----------------------------------------------------------------------------------------
+    def _handle_due_events(self) -> tuple[bool, bool]:
+        """Handle every event due now; ``(scheduling, resumed)``: whether one calls for a decision, and
+        whether a checkpoint restore ended (only that job's speed changes)."""
+        scheduling = resumed = False
+        while (event := self._events.pop_due(self.now)) is not None:
+            kind, subject = event
+            if kind == ARRIVAL:
+                self._on_arrival(subject)
+            elif kind == RESTART:
+                self.status[subject] = WAITING
+            elif kind == ROUND:
+                self._round_pending = False
+            elif kind == FAILURE:
+                self._on_failure()
+            elif kind == SLOW_START:
+                self._on_slow_start()
+            elif kind == SLOW_END:
+                self.gpu_slow[subject] = False
+            else:  # RESUME: not a decision point
+                resumed = True
+                continue
+            scheduling = True
+        return scheduling, resumed
+
+    def _on_arrival(self, i: int) -> None:
+        """Job ``i`` waits; its solo duration on the requested GPUs (of the first node's type) is set, for SRTF."""
+        self.status[i] = WAITING
+        job = self.jobs[i]
+        t = self.times(job, self.gpu_type[0], job.gpus)
+        self.solo_total[i] = fl.total_work(job.iterations, t, self.checkpoint_every[i], job.checkpoint_cost)
+
+    def _on_failure(self) -> None:
+        """A GPU drawn at random fails: its jobs roll back and restart after the delay; the next failure is drawn."""
+        g = int(self._rng_failures.integers(self.n_gpus))
+        for i in list(self.occupants[g]):
+            self._interrupt(i)
+        if self.n_done < self.n_jobs:
+            self._events.push(self.now + float(self._rng_failures.exponential(1.0 / self._failure_rate)), FAILURE)
+
+    def _interrupt(self, i: int) -> None:
+        """Job ``i`` loses its GPUs and the work since its last checkpoint; it waits again after the restart delay."""
+        job = self.jobs[i]
+        back = fl.rollback(self.progress[i], self.iter_time[i], self.checkpoint_every[i], job.checkpoint_cost)
+        self.lost[i] += self.progress[i] - back
+        self.progress[i] = back
+        self.interruptions[i] += 1
+        self._release(i)
+        self.stall_end[i] = 0.0
+        self.suspended[i] = False
+        self.status[i] = RESTARTING
+        self._events.push(self.now + self.failures.restart_delay, RESTART, i)
+
+    def _on_slow_start(self) -> None:
+        """A GPU drawn at random turns slow (unless it already is) for an exponential time; the next onset is drawn."""
+        g = int(self._rng_slow.integers(self.n_gpus))
+        if not self.gpu_slow[g]:
+            self.gpu_slow[g] = True
+            self._events.push(self.now + float(self._rng_slow.exponential(self.failures.straggler_duration)),
+                              SLOW_END, g)
+        if self.n_done < self.n_jobs:
+            self._events.push(self.now + float(self._rng_slow.exponential(1.0 / self._slow_rate)), SLOW_START)
+
+    # -- a job's GPUs ----------------------------------------------------------------------------------
+    def _start(self, i: int, gpus: list[int]) -> None:
+        """Run job ``i`` on ``gpus``; a suspended job first restores its checkpoint for ``preemption_cost`` [s]."""
+        self.alloc[i] = list(gpus)
+        self.gpus_held[i] = len(gpus)
+        occupants, n_busy = self.occupants, self.n_busy  # locals: a start happens once per job and decision
+        for g in gpus:
+            n_busy += not occupants[g]
+            occupants[g].append(i)
+        self.n_busy = n_busy
+        self.status[i] = RUNNING
+        self.speed[i] = 1.0  # _refresh_speeds() sets the shared, slowed and restoring ones
+        if np.isnan(self.first_start[i]):
+            self.first_start[i] = self.now
+        if self.suspended[i] and self.preemption_cost > 0:
+            self.stall_end[i] = self.now + self.preemption_cost
+            self._events.push(self.stall_end[i], RESUME, i)
+        self.suspended[i] = False
+        self._set_iteration_time(i)
+
+    def _release(self, i: int) -> None:
+        """Job ``i`` leaves its GPUs."""
+        for g in self.alloc[i]:
+            self.occupants[g].remove(i)
+            self.n_busy -= not self.occupants[g]
+        self.alloc[i] = []
+        self.gpus_held[i] = 0
+        self.speed[i] = 0.0
+
+    def _preempt(self, i: int) -> None:
+        """Suspend running job ``i`` (it keeps its progress; its next start pays ``preemption_cost``)."""
+        self._release(i)
+        self.status[i] = WAITING
+        self.suspended[i] = True
+        self.stall_end[i] = 0.0
+
+    def _set_iteration_time(self, i: int) -> None:
+        """Iteration time [s] on job ``i``'s current GPUs (its slowest type); rescales its timeline if it changed.
+
+        With ``checkpoints="young"`` and finite failures, the first start also fixes its checkpoint
+        interval: Young's for the MTBF of its GPU set, in whole iterations.
+        """
+        job, gpus, times, gpu_type, gpu_node = self.jobs[i], self.alloc[i], self.times, self.gpu_type, self.gpu_node
+        k = len(gpus)
+        slowest = max({gpu_type[g] for g in gpus}, key=lambda t: times(job, t, k))
+        t = times(job, slowest, k)
+        before = self.iter_time[i]  # [s], NaN before the first start
+        if np.isnan(before) and self.checkpoints == "young" and math.isfinite(self.failures.gpu_mtbf):
+            interval = fl.young_interval(job.checkpoint_cost, self.failures.gpu_mtbf / k)  # [s]
+            self.checkpoint_every[i] = max(1, round(interval / t))
+        every = self.checkpoint_every[i]
+        if not np.isnan(before) and t != before:
+            self.progress[i] = fl.rescale(self.progress[i], before, t, every, job.checkpoint_cost)
+        self.iter_time[i] = t
+        self.work[i] = fl.total_work(job.iterations, t, every, job.checkpoint_cost)
+        spans_nodes = len({gpu_node[g] for g in gpus}) > 1
+        self.cross_bytes[i] = times.cross_bytes(job, slowest, k) if spans_nodes else 0.0
+
+    def _free_gpus(self, k: int) -> list[int] | None:
+        """``k`` free GPUs packed on the fewest nodes, or ``None`` if fewer are free."""
+        if k > self.n_gpus - self.n_busy:
+            return None
+        return pl.pack(pl.free_by_node(self.occupants, self.gpu_node), k)
+
+    def _shared_gpus(self, i: int) -> list[int] | None:
+        """GPUs holding one job each that waiting job ``i`` may share (:func:`placement.shared`), or ``None``."""
+        return pl.shared(self.job_types[i], int(self.requested[i]), self.occupants, self.job_types, self.gpu_type,
+                         self.interference)
+
+    # -- speeds ----------------------------------------------------------------------------------------
+    def _refresh_speeds(self) -> None:
+        """Every running job's speed: the lower of its GPUs' pace and its share of the uplinks."""
+        run = np.flatnonzero(self.status == RUNNING).tolist()
+        shares = self._bandwidth_shares(run) if self.link_capacity else {}
+        for i in run:
+            self.speed[i] = min(self._gpu_pace(i), shares.get(i, 1.0))
+
+    def _gpu_pace(self, i: int) -> float:
+        """Solo seconds per second of job ``i`` on its GPUs: the worst sharing fraction over them, times the
+        straggler speed if any is slow (synchronous training runs at its slowest GPU's pace); 0 while restoring."""
+        f = 1.0
+        occupants, job_types, gpu_type, interference = self.occupants, self.job_types, self.gpu_type, self.interference
+        for g in self.alloc[i]:
+            for o in occupants[g]:
+                if o != i:
+                    pair = interference(job_types[i], job_types[o], gpu_type[g])
+                    f = min(f, pair[0] if pair else 1.0)
+        if self._slow_rate > 0 and self.gpu_slow[self.alloc[i]].any():
+            f *= self.failures.straggler_speed
+        if self.stall_end[i] > self.now:
+            f = 0.0
+        return f
+
+    def _bandwidth_shares(self, run: list[int]) -> dict[int, float]:
+        """Max-min fair progress fractions of the jobs in ``run`` whose traffic crosses node or rack uplinks."""
+        demand = {i: bw.link_demands(self.alloc[i], self.gpu_node, self.node_rack, self.cross_bytes[i],
+                                     self.iter_time[i]) for i in run if self.cross_bytes[i] > 0}
+        return bw.max_min_shares({i: d for i, d in demand.items() if d}, self.link_capacity)
+
+    # -- allocating by an order ----------------------------------------------------------------------
+    def _admit_prefix(self, order: list[int]) -> None:
+        """Preemptive: run the greedy prefix of ``order`` that fits (grown into the spare GPUs if elastic),
+        suspend the running jobs outside it or resized, start the admitted waiting ones packed."""
+        is_running = (self.status == RUNNING).tolist()
+        need = self.requested.tolist()
+        budget, keep = self.n_gpus, []
+        for i in order:
+            if need[i] <= budget:
+                keep.append(i)
+                budget -= need[i]
+        size = {i: need[i] for i in keep}
+        if self.scheduler.elastic:
+            self._grow(keep, size, budget)
+        alloc, status = self.alloc, self.status  # locals: these loops run over every active job at every decision
+        for i in order:
+            if is_running[i] and (i not in size or len(alloc[i]) != size[i]):
+                self._preempt(i)
+        for i in keep:
+            if status[i] != RUNNING:
+                self._start(i, self._free_gpus(size[i]))
+
+    def _grow(self, keep: list[int], size: dict[int, int], spare: int) -> None:
+        """Give ``spare`` GPUs one at a time to the admitted job with the largest t(k) / t(k + 1) > 1 (``size``: GPUs
+        per admitted job, updated)."""
+        heap = [(-self._speedup_of_one_more_gpu(i, size[i]), pos, i) for pos, i in enumerate(keep)]
+        heapq.heapify(heap)
+        while spare > 0 and heap:
+            g, pos, i = heapq.heappop(heap)
+            if -g <= 1.0 + 1e-12:
+                break
+            size[i] += 1
+            spare -= 1
+            heapq.heappush(heap, (-self._speedup_of_one_more_gpu(i, size[i]), pos, i))
+
+    def _speedup_of_one_more_gpu(self, i: int, k: int) -> float:
+        """t(k) / t(k + 1) of job ``i`` on the first node's GPU type (1 at its ``max_gpus`` or the cluster's size)."""
+        job = self.jobs[i]
+        if k >= min(job.max_gpus, self.n_gpus):
+            return 1.0
+        return self.times(job, self.gpu_type[0], k) / self.times(job, self.gpu_type[0], k + 1)
+
+    def _backfill(self, order: list[int]) -> list[int]:
+        """Non-preemptive: start the waiting jobs of ``order`` that fit on free GPUs, in order; the others, returned."""
+        is_running = (self.status == RUNNING).tolist()
+        need = self.requested.tolist()
+        left = []
+        for i in order:
+            if not is_running[i]:
+                got = self._free_gpus(need[i])
+                if got is None:
+                    left.append(i)
+                else:
+                    self._start(i, got)
+        return left
+
+    def _migrate_off_shared(self, order: list[int]) -> None:
+        """A running job sharing a GPU moves to free GPUs when enough are free (a migration: its restore
+        costs ``preemption_cost``)."""
+        for i in order:
+            if self.status[i] == RUNNING and any(len(self.occupants[g]) > 1 for g in self.alloc[i]):
+                free = self._free_gpus(int(self.requested[i]))
+                if free is not None:
+                    self._preempt(i)
+                    self._start(i, free)
+
+    def _start_shared(self, waiting: list[int]) -> None:
+        """Start the jobs of ``waiting`` on GPUs they may share, in order, where there are such GPUs."""
+        for i in waiting:
+            got = self._shared_gpus(i)
+            if got is not None:
+                self._start(i, got)
+
+    # -- an explicit allocation ----------------------------------------------------------------------
+    def _checked_allocation(self, plan: Allocation) -> dict[int, list[int]]:
+        """``plan`` as ``{job: sorted GPU ids}``, checked: active jobs, distinct GPU ids, a GPU count between
+        the job's ``gpus`` and ``max_gpus``, at most two jobs per GPU and only pairs that may share."""
+        where = f"Allocation at t={self.now:.6g} s"
+        want: dict[int, list[int]] = {}
+        count = np.zeros(self.n_gpus, dtype=np.int64)  # (G,) jobs per GPU
+        for i, gs in plan.gpus.items():
+            if not (0 <= i < self.n_jobs) or self.status[i] not in (WAITING, RUNNING):
+                raise ValueError(f"{where}: job index {i} is not waiting or running (only active jobs can run)")
+            gs = sorted(int(g) for g in gs)
+            if len(set(gs)) != len(gs) or not all(0 <= g < self.n_gpus for g in gs):
+                raise ValueError(f"{where}: job {i}'s GPUs {gs} must be distinct ids in [0, {self.n_gpus})")
+            if not (self.requested[i] <= len(gs) <= self.jobs[i].max_gpus):
+                raise ValueError(f"{where}: job {i} got {len(gs)} GPUs; it needs between gpus={self.requested[i]} "
+                                 f"and max_gpus={self.jobs[i].max_gpus}")
+            want[i] = gs
+            count[gs] += 1
+        if count.max(initial=0) > 2:
+            raise ValueError(f"{where}: GPU {int(np.argmax(count))} would hold {int(count.max())} jobs (2 at most)")
+        on: list[list[int]] = [[] for _ in range(self.n_gpus)]
+        for i, gs in want.items():
+            for g in gs:
+                on[g].append(i)
+        types = self.job_types
+        for g in np.flatnonzero(count == 2).tolist():
+            a, b = on[g]
+            pair = self.interference(types[a], types[b], self.gpu_type[g])
+            if pair is None or not (pair[0] > 0 and pair[1] > 0):
+                raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g} (interference model: "
+                                 f"{types[a]!r} with {types[b]!r} on {self.gpu_type[g]!r})")
+        return want
+
+
+def _check_inputs(trace: Trace, cluster: Cluster, checkpoints: str, preemption_cost: float) -> None:
+    """Raise ``ValueError`` for anything a run could trip on, before it starts."""
+    if not (isinstance(preemption_cost, (int, float)) and math.isfinite(preemption_cost) and preemption_cost >= 0):
+        raise ValueError(f"preemption_cost must be a finite time >= 0 [s], got {preemption_cost!r}")
+    if checkpoints not in ("fixed", "young"):
+        raise ValueError(f"checkpoints={checkpoints!r}: must be 'fixed' (each job's checkpoint_every) or 'young'")
+    types_here = sorted({nd.gpu_type for nd in cluster.nodes})
+    for j in trace.jobs:
+        if j.gpus > cluster.n_gpus:
+            raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {cluster.n_gpus} GPUs "
+                             f"({cluster.name})")
+        if j.profile is not None:
+            missing = [t for t in types_here if t not in j.profile and "*" not in j.profile]
+            if missing:
+                raise ValueError(f"Job {j.job_id}: profile has no iteration times for GPU type(s) {missing} of "
+                                 f"cluster {cluster.name!r}; give them or a '*' entry")
+        else:
+            unknown = sorted(set(j.workload_params) - set(workloads.params(j.workload)))  # unknown name raises
+            if unknown:
+                raise ValueError(f"Job {j.job_id}: workload_params {unknown} are not parameters of workload "
+                                 f"{j.workload!r}; valid: {sorted(workloads.params(j.workload))}")

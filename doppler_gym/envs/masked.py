@@ -1,0 +1,137 @@
+"""The contract every doppler-gym env keeps with its agent: action indices, masks, invalid actions, episode ends.
+
+- :func:`action_index`: a discrete action as a Python ``int`` (Python ints, numpy integers,
+  one-element integer arrays); anything else (a float, a bool, a longer array) raises ``TypeError``.
+  :func:`action_array` is its counterpart for a ``MultiDiscrete`` action (one integer per entry).
+- :data:`MASK_DTYPE` and :func:`mask_space`: valid-action masks are ``bool`` (True = valid) in
+  ``obs["action_mask"]`` and from ``action_masks()`` alike, the dtype torchrl's ``MaskedCategorical``
+  and tianshou need, and which sb3-contrib's ``MaskablePPO`` accepts.
+- :class:`InvalidActions`: what an env does with an action its mask rules out, chosen by the env's
+  ``invalid_action``, ``invalid_penalty`` and ``max_invalid_streak`` keywords.
+- :func:`episode_over_error`: the error of ``step()`` once the episode has ended (or before the
+  first ``reset()``).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+
+INVALID_ACTION_MODES = ("penalize", "raise")
+MASK_DTYPE = np.bool_  # the dtype of every valid-action mask (True = valid)
+
+
+def mask_space(n_actions: int) -> spaces.Box:
+    """The space of ``obs["action_mask"]``: ``(n_actions,) bool``."""
+    return spaces.Box(0, 1, (n_actions,), MASK_DTYPE)
+
+
+def action_index(action: object, where: str, meaning: str) -> int:
+    """``action`` as a Python ``int``: a Python int, a numpy integer or a one-element integer array.
+
+    Args:
+        action: what the agent passed to ``step()``.
+        where: the caller, for the error (``"PlacementEnv.step"``).
+        meaning: what an action index names, for the error (``"an op id in SEL, max_ops + device in PLC"``).
+
+    Raises:
+        TypeError: ``action`` is not one integer (a float, a bool, a string, an array of several entries).
+    """
+    if not isinstance(action, (bool, np.bool_)):
+        try:
+            return operator.index(action)
+        except TypeError:
+            arr = np.asarray(action)
+            if arr.size == 1 and arr.dtype.kind in "iu":
+                return int(arr.reshape(-1)[0])
+    raise TypeError(f"{where}: the action must be one integer ({meaning}), got {action!r:.60}")
+
+
+def action_array(action: object, shape: tuple[int, ...], where: str, meaning: str) -> np.ndarray:
+    """``action`` as a fresh ``int64`` array of ``shape`` (an integer array or a nested list of ints).
+
+    Args:
+        action: what the agent passed to ``step()``.
+        shape: the action space's shape.
+        where: the caller, for the error (``"AssignEnv.step"``).
+        meaning: what an entry names, for the error (``"one device per op"``).
+
+    Raises:
+        TypeError: the entries are not integers (floats, bools, strings).
+        ValueError: the shape is not ``shape``.
+    """
+    arr = np.asarray(action)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{where}: the action must be an integer array ({meaning}), got a {arr.dtype} array")
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{where}: the action must be an integer array of shape {tuple(shape)} ({meaning}), "
+                         f"got shape {arr.shape}")
+    return arr.astype(np.int64)
+
+
+def episode_over_error(where: str) -> RuntimeError:
+    """The error of ``step()`` after the episode ended (terminated or truncated) or before any ``reset()``."""
+    return RuntimeError(f"{where}: the episode has ended (or never started); call reset()")
+
+
+class Rejection(NamedTuple):
+    """The outcome of an invalid action in ``"penalize"`` mode."""
+
+    reward: float  # invalid_penalty
+    truncated: bool  # the streak reached max_invalid_streak
+    info: dict[str, Any]  # {"invalid_action": True, "invalid_streak": consecutive invalid actions}
+
+
+class InvalidActions:
+    """What an env does with an action its mask rules out, and the streak of such actions.
+
+    With ``mode="penalize"`` the env leaves its state unchanged and returns :meth:`reject`'s
+    reward (``penalty``), ``info`` (``invalid_action=True``, ``invalid_streak``) and truncation
+    (after ``max_streak`` consecutive invalid actions; ``None``: never). With ``mode="raise"``
+    :meth:`reject` raises ``ValueError`` with the env's message, which says which actions are valid.
+
+    Args:
+        mode: ``"penalize"`` or ``"raise"`` (the env's ``invalid_action`` keyword).
+        penalty: reward of an invalid action (``invalid_penalty``), a finite number.
+        max_streak: consecutive invalid actions that truncate the episode (``max_invalid_streak``),
+            an integer >= 1, or ``None`` for no limit [steps].
+
+    Raises:
+        ValueError: an argument out of its range, named by the env keyword that sets it.
+    """
+
+    def __init__(self, mode: str = "penalize", penalty: float = -0.01, max_streak: int | None = 100) -> None:
+        if mode not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {mode!r}")
+        if isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(penalty):
+            raise ValueError(f"invalid_penalty must be a finite number, got {penalty!r}")
+        if max_streak is not None and (
+            isinstance(max_streak, bool) or not isinstance(max_streak, (int, np.integer)) or max_streak < 1
+        ):
+            raise ValueError(f"max_invalid_streak must be an integer >= 1 or None, got {max_streak!r}")
+        self.mode = mode
+        self.penalty = float(penalty)
+        self.max_streak = None if max_streak is None else int(max_streak)
+        self.streak = 0  # consecutive invalid actions up to now [steps]
+
+    def reset(self) -> None:
+        """Start an episode: no invalid action yet."""
+        self.streak = 0
+
+    def accept(self) -> None:
+        """A valid action: the streak ends."""
+        self.streak = 0
+
+    def reject(self, message: Callable[[], str]) -> Rejection:
+        """An invalid action: raise ``ValueError(message())`` in ``"raise"`` mode (the streak unchanged),
+        else count it and return the penalty, the truncation and the ``info`` entries."""
+        if self.mode == "raise":
+            raise ValueError(message())
+        self.streak += 1
+        truncated = self.max_streak is not None and self.streak >= self.max_streak
+        return Rejection(self.penalty, truncated, {"invalid_action": True, "invalid_streak": self.streak})
