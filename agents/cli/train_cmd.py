@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(DAgger) of a teacher, sim = RL in the simulator (MaskablePPO), real = RL on Doppler-Real-v0. The default "
         "recipe (--recipe best) imitates a local-search placement of each graph with a policy that corrects a "
         "list-scheduling prior (op-identity and structural inputs), then runs a gentle PPO anchored to the "
-        "teacher (--set rl_anchor_coef=0 frees it); --recipe doppler is "
+        "teacher (--set rl.anchor_coef=0 frees it); --recipe doppler is "
         "the published recipe (critical-path teacher). Writes "
         "DIR/checkpoint.pt (resumable), DIR/policy_<stage>.pt, DIR/metrics.jsonl, DIR/tb/ (TensorBoard), "
         "DIR/summary.json and DIR/gantt.png, and prints the learned placement against the baselines.",
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="defaults of the teacher, policy inputs and RL settings: best (default: the best measured "
                    "recipe: a local-search teacher per graph, the heuristic prior, op-identity and structural GNN "
                    "inputs, PLC affinity, gentle PPO anchored to the teacher) or doppler (the published recipe: "
-                   "critical-path teacher, rl_lr 1e-3, no anchor); explicit flags win")
+                   "critical-path teacher, rl.lr 1e-3, no anchor); explicit flags win")
     p.add_argument("--learn", choices=("both", "sel", "plc"), default="both",
                    help="decisions the policy learns: both (DOPPLER), sel (the critical-path teacher places) or "
                    "plc (the teacher selects): the paper's ablations")
@@ -86,8 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="env id of the real stage (default Doppler-Real-v0)")
     p.add_argument("--real-env-kwargs", default="{}", metavar="JSON",
                    help='extra arguments of the real env, e.g. \'{"devices": "cuda:0,1,2,3"}\'')
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="any other TrainArgs field (e.g. --set rl_lr=3e-5 --set il_envs=8), repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any training setting: a run option or GROUP.FIELD with GROUP among episodes, mix, "
+                   "imitation, rl, ppo, reinforce, real, evaluation, checkpoints, logging (e.g. --set rl.lr=3e-5 "
+                   "--set imitation.envs=8; the keys of agents.training.args.setting_keys()); repeatable, later wins")
     p.add_argument("--sample-decodes", type=int, default=16, metavar="K",
                    help="sampled decodes of the final policy, the best is reported (default 16)")
     p.add_argument("--baseline-seconds", type=float, default=5.0, metavar="S",
@@ -160,38 +162,56 @@ def args_from_namespace(args: argparse.Namespace) -> Any:
         except ImportError as exc:  # the CLI prints a ValueError as one line, exit status 2
             raise ValueError(str(exc)) from None
     episodes = parse_episodes(args.episodes)
-    fields: dict[str, Any] = {
+    settings: dict[str, Any] = {  # keys of agents.training.args.setting_keys()
         "graph": args.graph, "graph_params": common.parse_params(args.param), "devices": args.devices,
         "topology": args.topology, "sim_config": None if config is None else dataclasses.asdict(config),
-        "learn": args.learn, "graph_mix": tuple(args.graph_mix), "graph_eval": tuple(args.graph_eval),
-        "max_ops": args.max_ops, "recipe": args.recipe, "topology_mix": tuple(args.topology_mix),
-        "mix_pool": args.mix_pool,
+        "learn": args.learn, "recipe": args.recipe,
+        "mix.graphs": tuple(args.graph_mix), "mix.topologies": tuple(args.topology_mix), "mix.pool": args.mix_pool,
+        "mix.max_ops": args.max_ops, "evaluation.held_out": tuple(args.graph_eval),
         "stages": tuple(s.strip() for s in args.stages.split(",") if s.strip()), "out": args.out, "seed": args.seed,
-        "budget_minutes": args.budget_minutes, "il_episodes": episodes.get("il"), "sim_episodes": episodes.get("sim"),
-        "real_episodes": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
+        "budget_minutes": args.budget_minutes, "episodes.il": episodes.get("il"), "episodes.sim": episodes.get("sim"),
+        "episodes.real": episodes.get("real"), "resume": args.resume, "init": args.init, "algo": args.algo,
         "policy": args.policy,
-        "real_env_id": args.real_env, "real_env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
-        "sample_decodes": args.sample_decodes, "baseline_seconds": args.baseline_seconds,
-        "checkpoint_minutes": args.checkpoint_minutes, "device": args.device, "tensorboard": not args.no_tensorboard,
-        "progress": not args.no_progress, "ray_address": args.ray,
+        "real.env_id": args.real_env, "real.env_kwargs": _json_arg("--real-env-kwargs", args.real_env_kwargs),
+        "evaluation.sample_decodes": args.sample_decodes, "evaluation.baseline_seconds": args.baseline_seconds,
+        "checkpoints.minutes": args.checkpoint_minutes, "device": args.device,
+        "logging.tensorboard": not args.no_tensorboard, "logging.progress": not args.no_progress,
+        "ray_address": args.ray,
     }
     if args.il_teacher is not None:  # else the recipe's
-        fields["il_teacher"] = args.il_teacher
+        settings["imitation.teacher"] = args.il_teacher
     if args.policy_kwargs is not None:
-        fields["policy_kwargs"] = _json_arg("--policy-kwargs", args.policy_kwargs)
-    known = {f.name: f for f in dataclasses.fields(TrainArgs)}
-    for pair in args.set:
-        key, sep, text = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in known:
-            raise ValueError(f"--set {pair!r}: expected FIELD=VALUE with FIELD a TrainArgs field "
-                             f"({', '.join(sorted(known))})")
-        value = common.parse_params([f"{key}={text}"])[key]
-        fields[key] = _bool_arg(pair, value) if isinstance(known[key].default, bool) else value
+        settings["policy_kwargs"] = _json_arg("--policy-kwargs", args.policy_kwargs)
+    settings.update(parse_set(args.set))
     if args.budget_minutes is None and not episodes:
         print("doppler train: no --budget-minutes or --episodes: default episode counts "
               "(il=300, sim=1000, real=200)")
-    return TrainArgs(**fields)
+    return TrainArgs.from_settings(settings)
+
+
+def parse_set(pairs: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs -> settings by key (``{"imitation.lr": 0.001}``), in order; each VALUE is
+    read by :func:`doppler_gym.specs.parse_value` (``true``, ``3e-4``, ``None``, ``'a;b'``, else the text).
+
+    Raises:
+        ValueError: a pair without ``=``, or an unknown key (with the closest keys and the list of keys).
+    """
+    from agents.training.args import setting_field
+    from doppler_gym.specs import parse_value
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE (e.g. --set imitation.lr=3e-4)")
+        try:
+            known = setting_field(key)
+        except ValueError as exc:
+            raise ValueError(f"--set {pair!r}: {exc}") from None
+        value = parse_value(text, f"--set {pair!r}")
+        out[key] = _bool_arg(pair, value) if isinstance(known.default, bool) else value
+    return out
 
 
 def _bool_arg(pair: str, value: object) -> bool:
@@ -291,7 +311,7 @@ def print_summary(summary: dict[str, Any]) -> None:
         at = summary["stopped_at_bound"]
         console.print(f"stopped early: the greedy decode reached the lower bound ({at['makespan']:.6g}) in "
                       f"{at['stage']} at episode {at['episode']}, so the policy is optimal on this graph "
-                      f"(--set stop_at_bound=false trains on)")
+                      f"(--set evaluation.stop_at_bound=false trains on)")
     rep = summary.get("reported")
     if rep:
         labels = {"greedy": "the final policy's greedy decode", "best_of_k": "the final policy's best sampled decode",

@@ -1,6 +1,6 @@
 """The simulator RL stage with its rollouts on Ray (``doppler train --ray [ADDRESS]``).
 
-:class:`RayPPOStage` is :class:`~agents.training.rl.PPOStage` whose ``episodes_per_update``
+:class:`RayPPOStage` is :class:`~agents.training.rl.PPOStage` whose ``rl.episodes_per_update``
 simulator envs live in Ray actors (:class:`~agents.distributed.ray_vec_env.RayVecEnv`; as many
 actors as the cluster has CPUs, at most one per env) instead of a ``DummyVecEnv`` in this process;
 the policy and its updates stay here. The envs are made in the actors from the same function the

@@ -54,7 +54,7 @@ def train_command(minutes: float, out: str, seed: int, pool: int, evals: int, st
     at the commit ``pretrained.json`` records, and this command keeps training the same way)."""
     return ["doppler", "train", "mix", "--stages", stages, "--graph-mix", *TRAIN_MIX, "--graph-eval", *EVAL,
             "--topology-mix", *TOPOLOGIES, "--devices", "4", "--mix-pool", str(pool),
-            "--set", f"il_teacher_evals={evals}", "--set", "rl_anchor_coef=0",
+            "--set", f"imitation.teacher_evals={evals}", "--set", "rl.anchor_coef=0",
             "--budget-minutes", f"{minutes:g}", "--seed", str(seed),
             "--out", out, "--no-progress", "--baseline-seconds", "2", "--sample-decodes", "8",
             "--policy-kwargs", json.dumps(POLICY_KWARGS, separators=(",", ":"))]

@@ -8,52 +8,52 @@ flattened padded observation, for development).
 
 Stages (DOPPLER paper §4):
 
-1. ``il``: **imitation of the critical-path teacher**, DAgger style. ``il_envs`` episodes are rolled
+1. ``il``: **imitation of the critical-path teacher**, DAgger style. ``imitation.envs`` episodes are rolled
    in lockstep; at every step each env follows the teacher with probability ``beta`` (a uniformly
    chosen teacher action) and the learner (a sample of its masked distribution) otherwise, with
-   ``beta`` decaying linearly from 1 to 0 over the first ``il_beta_decay`` of the stage. Every
+   ``beta`` decaying linearly from 1 to 0 over the first ``imitation.beta_decay`` of the stage. Every
    visited state is stored with its valid-action mask and the teacher's action *set*
    (``env.teacher_mask()``: all tied max-b-level ops in SEL, all tied earliest-start devices in
    PLC), and minibatches from that buffer minimise ``-log sum_{a in teacher} pi(a|s)`` under the
    masked distribution (both heads alike), smoothed towards the uniform distribution over the valid
-   actions by ``il_label_smoothing`` (so the policy still samples other actions in stage 2), minus
-   ``il_ent_coef`` x entropy, plus ``il_vf_coef`` x the value error against the episode's return
-   (so the critic is warm for stage 2). ``il_teacher="search"`` swaps the PLC teacher for a
+   actions by ``imitation.label_smoothing`` (so the policy still samples other actions in stage 2), minus
+   ``imitation.ent_coef`` x entropy, plus ``imitation.vf_coef`` x the value error against the episode's return
+   (so the critic is warm for stage 2). ``imitation.teacher="search"`` swaps the PLC teacher for a
    local-search placement of the graph (:mod:`agents.training.teacher`; on one graph the best of
-   that search and ``il_teacher_restarts`` independent ones from their own starts, each scoring
-   ``il_teacher_batch`` neighbours per step), so imitation is not capped at the heuristic's makespan.
+   that search and ``imitation.teacher_restarts`` independent ones from their own starts, each scoring
+   ``imitation.teacher_batch`` neighbours per step), so imitation is not capped at the heuristic's makespan.
 2. ``sim``: **RL in the simulator** from the stage-1 weights: MaskablePPO on ``Doppler-Sim-v0``
    (``gamma = 1`` and GAE ``lambda = 1``: the reward is terminal; each update collects
-   ``episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a
-   moving-average baseline (or, ``reinforce_baseline="batch"``, the leave-one-out mean of the
-   update's episodes), on sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl_lr`` to
-   ``rl_lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
-   With ``rl_anchor_coef > 0`` (recipe ``best``) each update is followed by behaviour-cloning steps
+   ``rl.episodes_per_update`` whole episodes), or ``algo="reinforce"``: the paper's REINFORCE with a
+   moving-average baseline (or, ``reinforce.baseline="batch"``, the leave-one-out mean of the
+   update's episodes), on sampled (not epsilon-greedy) actions. The learning rate decays linearly from ``rl.lr`` to
+   ``rl.lr_final`` over the stage (the paper's schedule; the authors' code never applied it).
+   With ``rl.anchor_coef > 0`` (recipe ``best``) each update is followed by behaviour-cloning steps
    on the teacher's episodes (:mod:`agents.training.anchor`), so RL keeps the imitated placement.
-3. ``real``: the same RL code path on ``real_env_id`` (``Doppler-Real-v0`` by default; any env id
+3. ``real``: the same RL code path on ``real.env_id`` (``Doppler-Real-v0`` by default; any env id
    with the same observation layout works, e.g. ``Doppler-Sim-v0`` in the tests).
 
 Ablations (``learn``): ``"sel"`` trains SEL only while the critical-path teacher places, ``"plc"``
 PLC only while the teacher selects (:mod:`agents.training.ablation`: the teacher's steps are
 played inside the env wrapper, so the buffer, PPO and REINFORCE only see the learned decisions).
-Generalisation: ``graph="mix"`` with ``graph_mix`` specs draws a new graph per training episode,
-and ``graph_eval`` graphs are decoded at the end (:mod:`agents.training.graphs`); ``init``
+Generalisation: ``graph="mix"`` with ``mix.graphs`` specs draws a new graph per training episode,
+and ``evaluation.held_out`` graphs are decoded at the end (:mod:`agents.training.graphs`); ``init``
 fine-tunes a checkpoint on another graph or device count.
 
-Stop at the bound: on one graph (``stop_at_bound``, default on) the ``il`` and ``sim`` stages end
+Stop at the bound: on one graph (``evaluation.stop_at_bound``, default on) the ``il`` and ``sim`` stages end
 once a periodic greedy decode reaches the makespan lower bound, a proof that the policy is optimal
 there; the policy goes back to the weights that reached it.
 
-Budget: a stage ends when it has run its episodes (``il_episodes`` ...) or its share of
+Budget: a stage ends when it has run its episodes (``episodes.il`` ...) or its share of
 ``budget_minutes``, whichever comes first. The shares follow :data:`STAGE_WEIGHTS` (il 1, sim 3,
 real 2) over the stages still to run, recomputed at each stage start from the time left, so a stage
 that ends early (by episodes) leaves its time to the later ones: ``il,sim`` gives 25 % / 75 %,
 ``il,sim,real`` 1/6, 3/6, 2/6. Without a budget, unset episode counts default to
 :data:`DEFAULT_EPISODES`; with a budget they are unbounded. The final evaluation (greedy and
-sampled decodes, the baselines with a ``baseline_seconds`` local search) runs after the budget.
+sampled decodes, the baselines with an ``evaluation.baseline_seconds`` local search) runs after the budget.
 
 Outputs in ``out``: ``checkpoint.pt`` (written atomically at each stage end and every
-``checkpoint_minutes`` / ``checkpoint_every_updates``: policy weights, optimizer, stage counters,
+``checkpoints.minutes`` / ``checkpoints.every_updates``: policy weights, optimizer, stage counters,
 RNG states, the imitation buffer; ``resume=True`` continues from it; Ctrl-C writes it too),
 ``policy_<stage>.pt`` (weights at each stage end), ``policy_best.pt`` (the best periodic greedy
 evaluation), ``metrics.jsonl`` (one JSON line per episode, update and evaluation),
@@ -69,7 +69,8 @@ states after its setup, so an interrupted and resumed run equals an uninterrupte
 
 Modules (one job each):
 
-- ``args``: :class:`TrainArgs`, the stage names and budget weights; ``budget``: :class:`StageBudget`;
+- ``args``: :class:`TrainArgs` (run options and one frozen group per stage or concern), the stage names and
+  budget weights; ``budget``: :class:`StageBudget`;
 - ``context``: :class:`TrainContext`, :class:`Stage`, the episode seeds;
 - ``instance``: :class:`Instance` (graph or mix, topology, sim config) and each stage's env;
 - ``ablation``: ``learn`` = both / sel / plc (:class:`TeacherPhase`); ``graphs``: graph specs, the mix;

@@ -4,7 +4,7 @@ With a teacher that is already near the best known placement (the ``best`` recip
 PPO rarely improves on the imitated policy but can drift from it: on paper/llama-layer the final
 greedy decode ended 8.2% above the teacher's placement after 500 PPO episodes
 (``docs/results/train_default.md``). The anchor keeps the teacher's actions likely: after each RL
-update it takes ``rl_anchor_updates`` gradient steps of ``rl_anchor_coef`` times the imitation loss
+update it takes ``rl.anchor_updates`` gradient steps of ``rl.anchor_coef`` times the imitation loss
 (:func:`~agents.training.imitation.imitation_loss`) on states of the teacher's own episodes, with
 the RL stage's optimizer and learning rate. This is the demonstration term of DAPG (Rajeswaran et
 al., "Learning complex dexterous manipulation with deep reinforcement learning and
@@ -37,19 +37,19 @@ class ImitationAnchor:
     Attributes:
         buffer: the teacher episodes' states (observations, valid masks, teacher action sets).
         coef: weight of the imitation loss [dimensionless]; ``updates``: gradient steps per RL update;
-        batch_size: states per step (``il_batch_size``).
+        batch_size: states per step (``imitation.batch_size``).
     """
 
     def __init__(self, ctx: TrainContext) -> None:
         args = ctx.args
-        self.coef = float(args.rl_anchor_coef)
-        self.updates = int(args.rl_anchor_updates)
-        self.batch_size = int(args.il_batch_size)
-        self.label_smoothing = float(args.il_label_smoothing)
-        self.max_grad_norm = float(args.max_grad_norm)
-        envs = teacher_envs(ctx, args.rl_anchor_episodes)
+        self.coef = float(args.rl.anchor_coef)
+        self.updates = int(args.rl.anchor_updates)
+        self.batch_size = int(args.imitation.batch_size)
+        self.label_smoothing = float(args.imitation.label_smoothing)
+        self.max_grad_norm = float(args.rl.max_grad_norm)
+        envs = teacher_envs(ctx, args.rl.anchor_episodes)
         try:
-            self.buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
+            self.buffer = StateBuffer(args.imitation.buffer_size, envs[0].observation_space)
             rng = np.random.default_rng([args.seed, ANCHOR_SEED_KEY])
             # beta = 1: every action is the teacher's (a uniform draw among its tied actions), so the
             # policy is never called and these are the teacher's episodes
@@ -82,6 +82,6 @@ class ImitationAnchor:
 
 
 def make_anchor(ctx: TrainContext) -> ImitationAnchor | None:
-    """The stage's anchor, or ``None`` when ``rl_anchor_coef`` or ``rl_anchor_updates`` is 0."""
+    """The stage's anchor, or ``None`` when ``rl.anchor_coef`` or ``rl.anchor_updates`` is 0."""
     args = ctx.args
-    return ImitationAnchor(ctx) if args.rl_anchor_coef > 0 and args.rl_anchor_updates > 0 else None
+    return ImitationAnchor(ctx) if args.rl.anchor_coef > 0 and args.rl.anchor_updates > 0 else None

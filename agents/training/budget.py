@@ -26,7 +26,7 @@ class StageBudget:
     def target(self, stage: str) -> int | None:
         """The stage's episode count: the one set, else :data:`DEFAULT_EPISODES` without a budget,
         else ``None`` (the budget alone ends it)."""
-        n = self.args.episodes(stage)
+        n = self.args.episodes.count(stage)
         if n is None and self.args.budget_minutes is None:
             n = DEFAULT_EPISODES[stage]
         return n

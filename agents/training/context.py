@@ -37,7 +37,7 @@ from agents.training.rollout import decode
 from agents.training.teacher import SearchTargets, search_placement
 from doppler_gym.sim.bounds import reaches_bound
 
-SIM_STAGES = ("il", "sim")  # the stages that train on the simulator (stop_at_bound ends them)
+SIM_STAGES = ("il", "sim")  # the stages that train on the simulator (evaluation.stop_at_bound ends them)
 SEED_STRIDE_STAGE = 7919  # apart per stage: the reset seeds of different stages never meet
 SEED_STRIDE_IL_ENV = 1_000_003  # apart per lockstep imitation env (each env walks its own seeds)
 
@@ -109,11 +109,11 @@ class TrainContext:
             its env graph id (set by :meth:`start`).
         best_eval: the best periodic greedy evaluation (``policy_best.pt``); ``best_found`` the best
             placement of any training episode on the main graph; ``teacher`` the search teacher's
-            placement (``il_teacher="search"``).
+            placement (``imitation.teacher="search"``).
         current: the stage running now (its :meth:`Stage.state` goes into the checkpoints).
-        interrupted: set when ``interrupt_after_episodes`` stopped the run.
+        interrupted: set when ``checkpoints.interrupt_after_episodes`` stopped the run.
         at_bound: ``{"stage", "episode", "makespan", "checkpoint"}`` once a periodic greedy decode reached
-            the lower bound under ``stop_at_bound`` (the simulator stages then end and the policy goes
+            the lower bound under ``evaluation.stop_at_bound`` (the simulator stages then end and the policy goes
             back to those weights, kept in ``checkpoint``), else empty.
     """
 
@@ -153,7 +153,7 @@ class TrainContext:
     # ------------------------------------------------------------------ budget, seeds, schedules
     def running(self, stage: str) -> bool:
         """Whether the stage goes on: its budget is not spent, no interruption is due, and (for the
-        simulator stages) the policy has not reached the lower bound (``stop_at_bound``)."""
+        simulator stages) the policy has not reached the lower bound (``evaluation.stop_at_bound``)."""
         return not self.budget.over(stage) and not self.interrupt_due() and not self.stopped_at_bound(stage)
 
     def stopped_at_bound(self, stage: str) -> bool:
@@ -161,8 +161,8 @@ class TrainContext:
         return bool(self.at_bound) and stage in SIM_STAGES
 
     def interrupt_due(self) -> bool:
-        """Whether ``interrupt_after_episodes`` episodes ran in this process."""
-        n = self.args.interrupt_after_episodes
+        """Whether ``checkpoints.interrupt_after_episodes`` episodes ran in this process."""
+        n = self.args.checkpoints.interrupt_after_episodes
         return n is not None and self.episodes_this_run >= n
 
     def episode_seeds(self, stage: str, n: int, offset: int = 0) -> list[int]:
@@ -175,9 +175,9 @@ class TrainContext:
         return model_seed(self.args.seed, stage)
 
     def rl_lr(self, stage: str) -> float:
-        """The RL learning rate now: linear from ``rl_lr`` to ``rl_lr_final`` over the stage's fraction."""
+        """The RL learning rate now: linear from ``rl.lr`` to ``rl.lr_final`` over the stage's fraction."""
         f = self.budget.fraction(stage)
-        return self.args.rl_lr + f * (self.args.rl_lr_final - self.args.rl_lr)
+        return self.args.rl.lr + f * (self.args.rl.lr_final - self.args.rl.lr)
 
     # ------------------------------------------------------------------ weights
     def carry_weights(self, target: torch.nn.Module) -> None:
@@ -192,17 +192,18 @@ class TrainContext:
         ``assignment``, ``makespan``, ``evals``, ``seconds`` and ``interchangeable`` (devices)."""
         if not self.teacher:
             inst, args = self.inst, self.args
-            self.teacher = search_placement(inst.graph, inst.topology, inst.config, args.il_teacher_evals, args.seed,
-                                            args.il_teacher_restarts, batch_size=args.il_teacher_batch)
+            im = args.imitation
+            self.teacher = search_placement(inst.graph, inst.topology, inst.config, im.teacher_evals, args.seed,
+                                            im.teacher_restarts, batch_size=im.teacher_batch)
         return self.teacher
 
     def search_targets(self) -> SearchTargets:
         """The search teacher's per-graph targets on a mix (one cache per run; not checkpointed:
         a resumed run searches again, the same targets since the search is seeded)."""
         if self.targets is None:
-            a = self.args
-            self.targets = SearchTargets(a.il_teacher_evals, a.seed, a.il_teacher_cache, a.il_teacher_restarts,
-                                         a.il_teacher_batch)
+            im = self.args.imitation
+            self.targets = SearchTargets(im.teacher_evals, self.args.seed, im.teacher_cache, im.teacher_restarts,
+                                         im.teacher_batch)
         return self.targets
 
     # ------------------------------------------------------------------ episodes
@@ -221,7 +222,7 @@ class TrainContext:
         self.log.write("episode", stage, step, stage_episode=prog.episodes, makespan=makespan,
                        ratio_to_critical_path=makespan / ref if ref else math.nan,
                        n_ops=len(info.get("assignment", ())), graph_id=int(info.get("graph_id", -1)), **extra)
-        every = self.args.eval_every_episodes
+        every = self.args.evaluation.every_episodes
         if every and step % every == 0:
             greedy = decode(self.policy, self.eval_env, greedy=True, seed=self.args.seed)
             self.log.write("eval", stage, step, greedy_makespan=greedy["makespan"],
@@ -236,10 +237,10 @@ class TrainContext:
                                  "checkpoint": self.best_eval["checkpoint"]}
 
     def _bound_stops_training(self) -> bool:
-        """Whether reaching the lower bound ends the simulator stages: ``stop_at_bound`` on one graph
+        """Whether reaching the lower bound ends the simulator stages: ``evaluation.stop_at_bound`` on one graph
         and one topology (on a mix, one graph's optimum is not the goal)."""
         a = self.args
-        return a.stop_at_bound and not a.graph_mix and not a.topology_mix and not self.at_bound
+        return a.evaluation.stop_at_bound and not a.mix.graphs and not a.mix.topologies and not self.at_bound
 
     def _keep_if_best(self, stage: str, step: int, info: dict[str, Any], makespan: float) -> None:
         """Remember the episode's placement (assignment and SEL order) if it is the best so far on the
@@ -267,10 +268,10 @@ class TrainContext:
                 "n_devices": self.inst.topology.n_devices, "topology": self.inst.topology.name}
 
     def maybe_checkpoint(self, stage: str) -> None:
-        """Write ``checkpoint.pt`` if ``checkpoint_minutes`` passed since the last one, or every
-        ``checkpoint_every_updates`` updates of the stage."""
-        every = self.args.checkpoint_every_updates
-        due_time = time.monotonic() - self.last_checkpoint >= self.args.checkpoint_minutes * 60.0
+        """Write ``checkpoint.pt`` if ``checkpoints.minutes`` passed since the last one, or every
+        ``checkpoints.every_updates`` updates of the stage."""
+        every = self.args.checkpoints.every_updates
+        due_time = time.monotonic() - self.last_checkpoint >= self.args.checkpoints.minutes * 60.0
         due_updates = every is not None and self.progress[stage].updates % every == 0
         if due_time or due_updates:
             self.checkpoint(stage)

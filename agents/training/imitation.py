@@ -59,30 +59,30 @@ def imitation_loss(
 
 
 def teacher_envs(ctx: TrainContext, n: int) -> list[gym.Env]:
-    """``n`` simulator envs whose ``teacher_mask`` is ``args.il_teacher``'s: the critical-path
+    """``n`` simulator envs whose ``teacher_mask`` is ``args.imitation.teacher``'s: the critical-path
     teacher of the env itself, or the search placement of the graph (one target per drawn graph
     of a mix, cached; :mod:`agents.training.teacher`)."""
     args = ctx.args
     envs = [make_stage_env(args, ctx.inst, "il") for _ in range(n)]
-    if args.il_teacher == "search" and ctx.inst.mix is not None:  # a target per drawn graph, cached
+    if args.imitation.teacher == "search" and ctx.inst.mix is not None:  # a target per drawn graph, cached
         targets = ctx.search_targets()
         return [SearchTeacher(e, targets) for e in envs]
-    if args.il_teacher == "search":
+    if args.imitation.teacher == "search":
         teacher = ctx.search_teacher()
         return [AssignmentTeacher(e, teacher["assignment"], teacher["interchangeable"]) for e in envs]
     return envs
 
 
 class ImitationStage(Stage):
-    """Stage 1: DAgger on the teacher's action sets (``args.il_teacher``; see :mod:`agents.training`)."""
+    """Stage 1: DAgger on the teacher's action sets (``args.imitation.teacher``; see :mod:`agents.training`)."""
 
     name = "il"
 
     def setup(self, ctx: TrainContext, resumed: dict[str, Any] | None) -> None:
         args = ctx.args
-        self.envs = envs = teacher_envs(ctx, args.il_envs)
-        self.buffer = StateBuffer(args.il_buffer_size, envs[0].observation_space)
-        self.optimizer = torch.optim.Adam(ctx.policy.parameters(), lr=args.il_lr)
+        self.envs = envs = teacher_envs(ctx, args.imitation.envs)
+        self.buffer = StateBuffer(args.imitation.buffer_size, envs[0].observation_space)
+        self.optimizer = torch.optim.Adam(ctx.policy.parameters(), lr=args.imitation.lr)
         if resumed is not None:
             if resumed.get("optimizer_state") is not None:
                 self.optimizer.load_state_dict(resumed["optimizer_state"])
@@ -99,11 +99,11 @@ class ImitationStage(Stage):
     def run(self, ctx: TrainContext) -> None:
         args, prog, policy = ctx.args, ctx.progress["il"], ctx.policy
         envs, buffer, optimizer = self.envs, self.buffer, self.optimizer
-        bar = StageBar("il", ctx.budget.target("il"), prog, args.progress)
-        has_values = hasattr(policy, "predict_values") and args.il_vf_coef > 0
+        bar = StageBar("il", ctx.budget.target("il"), prog, args.logging.progress)
+        has_values = hasattr(policy, "predict_values") and args.imitation.vf_coef > 0
         while ctx.running("il"):
             t0 = time.perf_counter()
-            beta = max(0.0, 1.0 - ctx.budget.fraction("il") / args.il_beta_decay)
+            beta = max(0.0, 1.0 - ctx.budget.fraction("il") / args.imitation.beta_decay)
             left = ctx.budget.episodes_left("il")
             batch = envs if left is None else envs[: max(1, min(len(envs), left))]  # stop at the episode count
             seeds = ctx.episode_seeds("il", len(batch))
@@ -111,16 +111,16 @@ class ImitationStage(Stage):
             episodes = rollout(policy, batch, seeds, mode="dagger", beta=beta, rng=ctx.rng, buffer=buffer)
             new_states = 0
             for ep in episodes:
-                buffer.set_return(ep.slots, ep.returns(args.gamma))
+                buffer.set_return(ep.slots, ep.returns(args.rl.gamma))
                 new_states += len(ep.slots)
             # --- updates on the aggregated data
             policy.set_training_mode(True)
-            n_updates = max(1, math.ceil(args.il_epochs * new_states / args.il_batch_size))
+            n_updates = max(1, math.ceil(args.imitation.epochs * new_states / args.imitation.batch_size))
             stats: dict[str, list[float]] = {"cross_entropy": [], "accuracy": [], "entropy": [], "value_loss": []}
             for _ in range(n_updates):
                 if ctx.budget.out_of_time("il", time.perf_counter() - t0):  # a budget binds between updates too
                     break
-                obs, mask, teacher, returns = buffer.sample(args.il_batch_size, ctx.rng)
+                obs, mask, teacher, returns = buffer.sample(args.imitation.batch_size, ctx.rng)
                 obs_t = obs_to_tensors(obs, policy.device)
                 mask_t = torch.as_tensor(mask, device=policy.device).bool()
                 teach_t = torch.as_tensor(teacher, device=policy.device).bool() & mask_t
@@ -129,11 +129,12 @@ class ImitationStage(Stage):
                 else:
                     logits = action_logits(policy, obs_t)
                     values = policy.predict_values(obs_t) if has_values else None
-                loss, parts = imitation_loss(logits, mask_t, teach_t, args.il_ent_coef, args.il_label_smoothing)
+                loss, parts = imitation_loss(logits, mask_t, teach_t, args.imitation.ent_coef,
+                                             args.imitation.label_smoothing)
                 if values is not None:
                     values = values.flatten()
                     v_loss = F.mse_loss(values, torch.as_tensor(returns, device=policy.device))
-                    loss = loss + args.il_vf_coef * v_loss
+                    loss = loss + args.imitation.vf_coef * v_loss
                     parts["value_loss"] = float(v_loss.detach())
                 optimizer.zero_grad()
                 loss.backward()

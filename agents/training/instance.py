@@ -31,11 +31,11 @@ class Instance:
             reference model for paper graphs).
         learn: ``both`` / ``sel`` / ``plc`` (the env wrapper of :mod:`agents.training.ablation`).
         mix: the per-episode graph generator of the training envs (``None``: train on ``graph``).
-        held_out: ``args.graph_eval`` built (fixed graphs).
+        held_out: ``args.evaluation.held_out`` built (fixed graphs).
         padding: ``{"max_ops": .., "max_edges": ..}`` shared by every env of a mix (so one policy's
             observation space fits all of them); empty for one graph (its own sizes).
         mix_config: the SimConfig every mix env uses (``None``: each graph's default).
-        topologies: with ``args.topology_mix``: the topologies drawn per training episode (the
+        topologies: with ``args.mix.topologies``: the topologies drawn per training episode (the
             padding's ``max_devices`` covers them and ``topology``); empty = ``topology`` only.
     """
 
@@ -53,15 +53,15 @@ class Instance:
     def from_args(cls, args: TrainArgs) -> Instance:
         topology = resolve_topology(args.topology or args.devices or 4)
         given = SimConfig(**args.sim_config) if args.sim_config is not None else None
-        held_out = tuple(held_out_graphs(parse_specs(args.graph_eval, "graph_eval"), args.seed))
+        held_out = tuple(held_out_graphs(parse_specs(args.evaluation.held_out, "evaluation.held_out"), args.seed))
         if args.graph == MIX:
-            specs = parse_specs(args.graph_mix, "graph_mix")
-            max_ops, max_edges = padding_for(specs, held_out, args.seed, args.max_ops, args.max_edges)
-            mix = GraphMix(specs, max_ops, max_edges, args.mix_pool, args.seed)
+            specs = parse_specs(args.mix.graphs, "mix.graphs")
+            max_ops, max_edges = padding_for(specs, held_out, args.seed, args.mix.max_ops, args.mix.max_edges)
+            mix = GraphMix(specs, max_ops, max_edges, args.mix.pool, args.seed)
             graph = held_out[0] if held_out else mix(np.random.default_rng(args.seed))
             config = given or default_config(graph)
             padding = {"max_ops": max_ops, "max_edges": max_edges}
-            topologies = tuple(resolve_topology(_topology_spec(t)) for t in args.topology_mix)
+            topologies = tuple(resolve_topology(_topology_spec(t)) for t in args.mix.topologies)
             if topologies:
                 padding["max_devices"] = max(t.n_devices for t in (topology, *topologies))
             return cls(graph, topology, config, args.learn, mix, held_out, padding, given, topologies)
@@ -99,23 +99,23 @@ class Instance:
 
 
 def _topology_spec(text: str) -> int | str:
-    """A ``topology_mix`` entry: a device count (``"8"``) or a preset name."""
+    """A ``mix.topologies`` entry: a device count (``"8"``) or a preset name."""
     text = str(text).strip()
     return int(text) if text.isdigit() else text
 
 
 def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:
-    """The env of a stage: the simulator (or the mix) for ``il``/``sim``, ``args.real_env_id`` for ``real``."""
+    """The env of a stage: the simulator (or the mix) for ``il``/``sim``, ``args.real.env_id`` for ``real``."""
     if stage != "real":
         return inst.train_env()
-    kwargs = dict(args.real_env_kwargs)
+    kwargs = dict(args.real.env_kwargs)
     if isinstance(kwargs.get("sim_config"), dict):  # JSON form of a SimConfig
         kwargs["sim_config"] = SimConfig(**kwargs["sim_config"])
-    if args.real_env_id == REAL_ENV_ID:
+    if args.real.env_id == REAL_ENV_ID:
         kwargs.setdefault("topology", inst.topology.n_devices)
     else:
         kwargs.setdefault("topology", inst.topology)
         kwargs.setdefault("sim_config", inst.config)
     kwargs = {**inst.padding, **kwargs}
-    env = gym.make(args.real_env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
+    env = gym.make(args.real.env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
     return wrap_learn(env, inst.learn)

@@ -21,10 +21,10 @@ from agents.training.rollout import Episode, rollout
 
 
 def stage_envs(ctx: TrainContext, stage: str) -> list:
-    """The envs of an RL stage: ``episodes_per_update`` simulator envs stepped in lockstep (one
+    """The envs of an RL stage: ``rl.episodes_per_update`` simulator envs stepped in lockstep (one
     batched policy call per step, one whole episode each per update); one env on the real system
     (one device set), whose update's episodes run one after another."""
-    n_envs = ctx.args.episodes_per_update if stage == "sim" else 1
+    n_envs = ctx.args.rl.episodes_per_update if stage == "sim" else 1
     return [make_stage_env(ctx.args, ctx.inst, stage) for _ in range(n_envs)]
 
 
@@ -57,18 +57,19 @@ class PPOStage(Stage):
         envs = stage_envs(ctx, stage)
         self.venv = DummyVecEnv([(lambda e=e: e) for e in envs])
         episode_len = ctx.inst.episode_steps()  # every step is valid under masking
-        self.n_steps = episode_len * (args.episodes_per_update // len(envs))
+        self.n_steps = episode_len * (args.rl.episodes_per_update // len(envs))
         model = StagePPO(
-            ctx.policy_class, self.venv, learning_rate=args.rl_lr, n_steps=self.n_steps,
-            batch_size=max(1, round(args.ppo_minibatch_episodes * episode_len)), n_epochs=args.ppo_epochs,
-            gamma=args.gamma, gae_lambda=args.gae_lambda, clip_range=args.clip_range, ent_coef=args.ent_coef,
-            vf_coef=args.vf_coef, max_grad_norm=args.max_grad_norm, target_kl=args.target_kl,
+            ctx.policy_class, self.venv, learning_rate=args.rl.lr, n_steps=self.n_steps,
+            batch_size=max(1, round(args.ppo.minibatch_episodes * episode_len)), n_epochs=args.ppo.epochs,
+            gamma=args.rl.gamma, gae_lambda=args.ppo.gae_lambda, clip_range=args.ppo.clip_range,
+            ent_coef=args.rl.ent_coef, vf_coef=args.ppo.vf_coef, max_grad_norm=args.rl.max_grad_norm,
+            target_kl=args.ppo.target_kl,
             policy_kwargs=dict(ctx.policy_kwargs), seed=ctx.model_seed(stage), device=args.device,
-            verbose=args.verbose,
+            verbose=args.logging.verbose,
         )
         ctx.carry_weights(model.policy)
         model.lr_schedule = lambda _: ctx.rl_lr(stage)
-        if args.tensorboard:
+        if args.logging.tensorboard:
             model.set_logger(configure(str(ctx.out / "tb" / f"{stage}_ppo"), ["tensorboard"]))
         else:
             model.set_logger(Logger(folder=None, output_formats=[]))
@@ -90,7 +91,7 @@ class PPOStage(Stage):
     def run(self, ctx: TrainContext) -> None:
         args, stage, prog, model = ctx.args, self.name, ctx.progress[self.name], self.model
         callback = EpisodeCallback(lambda info: ctx.episode_done(stage, info))
-        bar = StageBar(stage, ctx.budget.target(stage), prog, args.progress)
+        bar = StageBar(stage, ctx.budget.target(stage), prog, args.logging.progress)
         while ctx.running(stage):
             t0 = time.perf_counter()
             before = prog.episodes
@@ -135,8 +136,8 @@ def reinforce_advantages(returns: list[np.ndarray], kind: str, ema: float) -> np
 
 
 class ReinforceStage(Stage):
-    """Stages 2 and 3 with REINFORCE on ``episodes_per_update`` sampled episodes per update, with a
-    moving-average baseline (``reinforce_baseline="ema"``, the paper's) or the leave-one-out mean of
+    """Stages 2 and 3 with REINFORCE on ``rl.episodes_per_update`` sampled episodes per update, with a
+    moving-average baseline (``reinforce.baseline="ema"``, the paper's) or the leave-one-out mean of
     the batch (``"batch"``). The logged ``baseline`` is the moving average in both cases."""
 
     def __init__(self, name: str) -> None:
@@ -146,10 +147,10 @@ class ReinforceStage(Stage):
         args = ctx.args
         self.envs = stage_envs(ctx, self.name)
         policy = make_policy(ctx.policy_class, self.envs[0].observation_space, self.envs[0].action_space,
-                             args.rl_lr, ctx.policy_kwargs, args.device)
+                             args.rl.lr, ctx.policy_kwargs, args.device)
         ctx.carry_weights(policy)
         ctx.policy = policy
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=args.rl_lr)
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=args.rl.lr)
         if resumed is not None and resumed.get("optimizer_state"):
             self.optimizer.load_state_dict(resumed["optimizer_state"])
         self.anchor = make_anchor(ctx)
@@ -164,23 +165,23 @@ class ReinforceStage(Stage):
     def run(self, ctx: TrainContext) -> None:
         args, stage, prog = ctx.args, self.name, ctx.progress[self.name]
         policy, envs, optimizer = ctx.policy, self.envs, self.optimizer
-        bar = StageBar(stage, ctx.budget.target(stage), prog, args.progress)
+        bar = StageBar(stage, ctx.budget.target(stage), prog, args.logging.progress)
         while ctx.running(stage):
             t0 = time.perf_counter()
             policy.set_training_mode(False)
             episodes: list[Episode] = []
-            while len(episodes) < args.episodes_per_update:
+            while len(episodes) < args.rl.episodes_per_update:
                 seeds = ctx.episode_seeds(stage, len(envs), offset=len(episodes))
                 episodes += rollout(policy, envs, seeds, mode="sample", rng=ctx.rng, keep_obs=True)
             policy.set_training_mode(True)
             for g in optimizer.param_groups:
                 g["lr"] = ctx.rl_lr(stage)
-            returns = [ep.returns(args.gamma) for ep in episodes]
+            returns = [ep.returns(args.rl.gamma) for ep in episodes]
             totals = np.array([r[0] for r in returns])
             baseline = prog.extra.get("baseline")
             if baseline is None:
                 baseline = float(totals.mean())
-            adv = reinforce_advantages(returns, args.reinforce_baseline, baseline)
+            adv = reinforce_advantages(returns, args.reinforce.baseline, baseline)
             obs = obs_to_tensors(stack_obs([o for ep in episodes for o in ep.obs]), policy.device)
             mask = torch.as_tensor(np.stack([m for ep in episodes for m in ep.masks]), device=policy.device)
             act = torch.as_tensor([a for ep in episodes for a in ep.actions], device=policy.device)
@@ -188,13 +189,13 @@ class ReinforceStage(Stage):
             logp_all = torch.log_softmax(masked_logits(action_logits(policy, obs), mask), -1)
             logp = logp_all.gather(1, act[:, None]).squeeze(1)
             entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-            loss = -(adv * logp).sum() / len(episodes) - args.ent_coef * entropy
+            loss = -(adv * logp).sum() / len(episodes) - args.rl.ent_coef * entropy
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), args.rl.max_grad_norm)
             optimizer.step()
             anchor_stats = self.anchor.update(policy, optimizer, ctx.rng) if self.anchor is not None else {}
-            d = args.reinforce_baseline_decay
+            d = args.reinforce.baseline_decay
             prog.extra["baseline"] = d * baseline + (1 - d) * float(totals.mean())
             prog.updates += 1
             prog.seconds += time.perf_counter() - t0

@@ -22,28 +22,28 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
     """Greedy and sampled decodes (main graph and held-out graphs), baselines, ``summary.json``, Gantt chart.
 
     The summary's ``makespan`` / ``assignment`` / ``order`` are the greedy decode of the final policy
-    on the main graph; ``best_of_k`` the best of ``sample_decodes`` sampled decodes; ``held_out`` one
-    row per ``graph_eval`` graph (:func:`agents.training.evaluate.held_out_rows`); ``init`` is
+    on the main graph; ``best_of_k`` the best of ``evaluation.sample_decodes`` sampled decodes; ``held_out`` one
+    row per ``evaluation.held_out`` graph (:func:`agents.training.evaluate.held_out_rows`); ``init`` is
     ``init_report`` (the ``init`` checkpoint's tensors loaded and skipped); ``stopped_at_bound`` where
-    the simulator stages ended because a greedy decode reached the lower bound (``stop_at_bound``)."""
+    the simulator stages ended because a greedy decode reached the lower bound (``evaluation.stop_at_bound``)."""
     from doppler_gym import baselines
     from doppler_gym.sim.gantt import plot_gantt
 
     args, inst = ctx.args, ctx.inst
     t0 = time.perf_counter()
     policy = ctx.policy
-    decoded = decode_graph(policy, inst, None, args.sample_decodes, args.seed)
+    decoded = decode_graph(policy, inst, None, args.evaluation.sample_decodes, args.seed)
     greedy, best = decoded["greedy"], decoded["best"]
-    held_out = held_out_rows(policy, inst, args.sample_decodes, args.seed) if inst.held_out else []
+    held_out = held_out_rows(policy, inst, args.evaluation.sample_decodes, args.seed) if inst.held_out else []
     best_checkpoint = decode_best_checkpoint(ctx)
     results: dict[str, float] = {}
     found = []
-    for name in args.baselines:
+    for name in args.evaluation.baselines:
         opts: dict[str, Any] = {}
         if "seed" in baselines.options(name):
             opts["seed"] = args.seed
         if name == "local_search":
-            opts["seconds"] = args.baseline_seconds
+            opts["seconds"] = args.evaluation.baseline_seconds
             if found:
                 opts["starts"] = list(found)
         p = baselines.run(name, inst.graph, inst.topology, inst.config, **opts)
@@ -67,11 +67,11 @@ def write_summary(ctx: TrainContext, init_report: dict[str, Any] | None = None) 
         "graph": inst.graph.name, "n_ops": inst.graph.n_ops, "topology": inst.topology.name,
         "n_devices": inst.topology.n_devices, "time_unit": trace.time_unit,
         "policy_class": policy_class_path(ctx.policy_class), "algo": args.algo, "learn": args.learn,
-        "seed": args.seed, "graph_mix": list(args.graph_mix) or None,
+        "seed": args.seed, "graph_mix": list(args.mix.graphs) or None,
         "makespan": float(greedy["makespan"]),
         "assignment": np.asarray(greedy["assignment"]).tolist(), "order": np.asarray(greedy["order"]).tolist(),
         "best_of_k": None if best is None else {
-            "k": args.sample_decodes, "makespan": float(best["makespan"]),
+            "k": args.evaluation.sample_decodes, "makespan": float(best["makespan"]),
             "assignment": np.asarray(best["assignment"]).tolist(), "order": np.asarray(best["order"]).tolist()},
         "baselines": results, "critical_path": cp, "lower_bound": bound,
         "ratio_to_critical_path": float(greedy["makespan"]) / cp if cp else None,
@@ -159,7 +159,7 @@ def decode_best_checkpoint(ctx: TrainContext) -> dict[str, Any] | None:
     if not ctx.best_eval or not path.is_file():
         return None
     policy = load_policy(path, ctx.eval_env)
-    d = decode_graph(policy, ctx.inst, None, ctx.args.sample_decodes, ctx.args.seed)
+    d = decode_graph(policy, ctx.inst, None, ctx.args.evaluation.sample_decodes, ctx.args.seed)
     g, b = d["greedy"], d["best"]
     return {"stage": ctx.best_eval.get("stage"), "episode": ctx.best_eval.get("episode"),
             "greedy": float(g["makespan"]), "best_of_k": None if b is None else float(b["makespan"]),

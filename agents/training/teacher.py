@@ -1,12 +1,12 @@
 """Imitation teachers: the critical-path heuristic (the env's own) or a fixed search placement.
 
-``TrainArgs.il_teacher``:
+``TrainArgs.imitation.teacher``:
 
 - ``"critical_path"`` (DOPPLER's stage 1): ``env.teacher_mask()``, the max-b-level ready ops in
   SEL and the earliest-start devices in PLC. Imitation can at best copy the heuristic.
 - ``"search"``: the placement that local search finds from the critical-path and HEFT placements
-  (:func:`search_placement`: :func:`doppler_gym.baselines.local_search` with ``il_teacher_evals``
-  simulated neighbours, and the best of ``il_teacher_restarts`` independent restarts beside it; the
+  (:func:`search_placement`: :func:`doppler_gym.baselines.local_search` with ``imitation.teacher_evals``
+  simulated neighbours, and the best of ``imitation.teacher_restarts`` independent restarts beside it; the
   same target on every machine) is the PLC target; SEL stays the
   critical-path teacher's (under the reference model's FIFO queues the SEL order does not change
   the makespan, only what the policy has seen when it places each op). Expert-iteration style

@@ -62,10 +62,10 @@ class Trainer:
             policy_kwargs = dict(source.get("policy_kwargs") or {}) or policy_kwargs
         else:
             policy_class = resolve_policy_class(args.policy)
-        policy = make_policy(policy_class, eval_env.observation_space, eval_env.action_space, args.il_lr,
+        policy = make_policy(policy_class, eval_env.observation_space, eval_env.action_space, args.imitation.lr,
                              policy_kwargs, args.device)
         self.context = ctx = TrainContext(args, inst, policy_class, policy_kwargs, policy, eval_env,
-                                          MetricLog(out, args.tensorboard))
+                                          MetricLog(out, args.logging.tensorboard))
         self.resumed: dict[str, Any] | None = None
         self.init_report: dict[str, Any] | None = None
         if resume is not None:
@@ -145,7 +145,7 @@ class Trainer:
 
     def run_stage(self, name: str) -> bool:
         """Set up and run one stage, then write its checkpoint and ``policy_<name>.pt``; returns whether
-        ``interrupt_after_episodes`` stopped it (the checkpoint is written then too)."""
+        ``checkpoints.interrupt_after_episodes`` stopped it (the checkpoint is written then too)."""
         ctx = self.context
         prog = ctx.progress[name]
         prog.done = False
@@ -180,5 +180,5 @@ class Trainer:
 
 def train(args: TrainArgs) -> dict[str, Any]:
     """Run the stages of ``args``; returns the summary (also in ``args.out/summary.json``), or
-    ``{"interrupted": True, ...}`` when ``interrupt_after_episodes`` stopped it early."""
+    ``{"interrupted": True, ...}`` when ``checkpoints.interrupt_after_episodes`` stopped it early."""
     return Trainer(args).run()

@@ -42,6 +42,7 @@ from doppler_gym.comm.solve import (
 )
 from doppler_gym.comm.topology import CommTopology, comm_topology, names
 from doppler_gym.comm.validate import validate
+from doppler_gym.extras import require
 
 BASELINES = {"ring": ring_schedule, "direct": direct_schedule}
 METHODS = SOLVER_METHODS + tuple(BASELINES)
@@ -299,6 +300,7 @@ def plot_bandwidth(path: str, topo: CommTopology, kind: str, sizes: list[float],
                    root: str | None, epoch: str | float, time_limit: float | None) -> None:
     """Algorithmic bandwidth [GB/s] against output buffer size (log x) for each method, the ring
     baseline and the NCCL ring model."""
+    require("matplotlib", "doppler collective --plot")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

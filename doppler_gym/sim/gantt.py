@@ -1,7 +1,8 @@
 """Gantt chart of a :class:`~doppler_gym.sim.trace.Trace`: one row per device, one bar per op.
 
-Drawing only; matplotlib is imported inside :func:`gantt_figure` and used through its Agg canvas
-(no pyplot, so the caller's matplotlib backend is left alone).
+Drawing only; matplotlib (the ``plot`` extra) is imported inside :func:`gantt_figure`, :func:`draw_memory`
+and :func:`plot_memory` and used through its Agg canvas (no pyplot, so the caller's matplotlib backend
+is left alone).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 
 import numpy as np
 
+from doppler_gym.extras import require
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.trace import Trace
 
@@ -75,6 +77,7 @@ def gantt_figure(
     """The chart of :func:`plot_gantt` as a matplotlib ``Figure`` on an Agg canvas (no pyplot), to
     save, draw or inspect (its first axes hold the bars, lines and legend). Arguments as in
     :func:`plot_gantt`."""
+    require("matplotlib", "gantt_figure (a Gantt chart)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
@@ -160,6 +163,7 @@ def draw_memory(ax, trace: Trace) -> None:
     """Draw each device's memory in use over time (a step line per device, from ``trace.memory``'s
     timeline) and its capacity (dashed, when finite) on matplotlib axes ``ax``; the y axis is in GB
     (decimal), a point where a device runs out of memory is marked with a red cross."""
+    require("matplotlib", "draw_memory")
     from matplotlib import colormaps
 
     mem = trace.memory
@@ -182,6 +186,7 @@ def draw_memory(ax, trace: Trace) -> None:
 
 def plot_memory(trace: Trace, path: str | os.PathLike, title: str | None = None, dpi: int = 120) -> None:
     """Write the memory panel of :func:`draw_memory` alone to ``path`` (needs ``trace.memory``)."""
+    require("matplotlib", "plot_memory")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -94,6 +94,7 @@ def test_same_seed_same_result():
     assert_same_result(a, b)
 
 
+@pytest.mark.slow
 def test_learns_the_obvious_placement():
     """On a chain with huge transfers the trained greedy decode puts every op on one device (both devices
     are optimal, so the independent per-op softmaxes must first agree on one: a high learning rate)."""

@@ -89,6 +89,7 @@ def test_same_seed_same_result():
     assert_same_result(a, b)
 
 
+@pytest.mark.slow
 def test_learns_the_obvious_placement():
     """On a chain with huge transfers, the trained greedy policy keeps every op on one device."""
     g = comm_chain(10)

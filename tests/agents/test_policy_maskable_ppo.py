@@ -155,6 +155,7 @@ def _greedy_makespan(model: MaskablePPO, env) -> float:
             return info["makespan"]
 
 
+@pytest.mark.slow
 def test_maskable_ppo_learns_the_best_placement_of_a_tiny_graph():
     graph = dg.workloads.make("random", n_ops=6, levels=3, seed=1)
     every = np.array(list(itertools.product(range(2), repeat=graph.n_ops)))  # all 64 placements on 2 devices
@@ -169,6 +170,7 @@ def test_maskable_ppo_learns_the_best_placement_of_a_tiny_graph():
     assert after <= 1.2 * optimum, (before, after, optimum)
 
 
+@pytest.mark.slow
 def test_maskable_ppo_trains_on_chainmm_and_predict_respects_masks():
     venv = DummyVecEnv([lambda: make_env(graph="paper/chainmm")] * 2)
     model = _ppo(venv, n_steps=80, batch_size=80, n_epochs=2)

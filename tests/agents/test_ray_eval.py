@@ -12,6 +12,8 @@ from doppler_gym import baselines
 from doppler_gym.cli.main import main
 from tests.doppler_gym.parallel.ray_fixture import RAY_ADDRESS, ray_local  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # baseline grids, also on Ray
+
 GRID = ["eval", "random", "--param", "n_ops=12", "--param", "levels=4", "--param", "seed=1", "--devices", "2",
         "--graphs", "chainmm", "--seeds", "0..1", "--baselines", "critical_path,random,local_search",
         "--search-evals", "256"]

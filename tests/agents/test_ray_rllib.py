@@ -14,6 +14,8 @@ pytest.importorskip("ray.rllib", reason="RLlib is not installed: pip install 'do
 import doppler_gym as dg  # noqa: E402
 from tests.doppler_gym.parallel.ray_fixture import ray_local  # noqa: E402, F401  (fixture)
 
+pytestmark = pytest.mark.slow  # starts Ray and trains RLlib's PPO
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rllib_ppo_masked.py"
 GRAPH = {"n_ops": 8, "levels": 3, "seed": 0}
 

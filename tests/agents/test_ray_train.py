@@ -15,10 +15,12 @@ from agents.training import TrainArgs, train  # noqa: E402
 from agents.training.trainer import make_stage  # noqa: E402
 from tests.doppler_gym.parallel.ray_fixture import RAY_ADDRESS, ray_local  # noqa: E402, F401  (fixture)
 
+pytestmark = pytest.mark.slow  # starts Ray and trains
+
 TINY = {"graph": "random", "graph_params": {"n_ops": 6, "levels": 3, "seed": 1}, "devices": 2,
-        "policy": "MultiInputPolicy", "policy_kwargs": {"net_arch": [16]}, "stages": ("sim",), "sim_episodes": 8,
-        "episodes_per_update": 4, "progress": False, "tensorboard": False, "baselines": ("critical_path",),
-        "sample_decodes": 0, "eval_every_episodes": 0, "seed": 4}
+        "policy": "MultiInputPolicy", "policy_kwargs": {"net_arch": [16]}, "stages": ("sim",), "episodes": {"sim": 8},
+        "rl": {"episodes_per_update": 4}, "logging": {"progress": False, "tensorboard": False},
+        "evaluation": {"baselines": ("critical_path",), "sample_decodes": 0, "every_episodes": 0}, "seed": 4}
 
 
 def _episodes(out):

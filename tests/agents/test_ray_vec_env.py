@@ -12,6 +12,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 from agents.distributed import EnvBatch, RayVecEnv, make_env_fn  # noqa: E402
 from tests.doppler_gym.parallel.ray_fixture import RAY_ADDRESS, random_dag, ray_local  # noqa: E402, F401
 
+pytestmark = pytest.mark.slow  # starts Ray actors
+
 N_ENVS = 4
 
 

@@ -56,9 +56,10 @@ def test_wrap_learn_rejects_unknown_modes(tmp_path) -> None:
         TrainArgs(learn="neither").validate()
 
 
+@pytest.mark.slow
 def test_plc_ablation_learns_only_placements_and_keeps_the_teacher_order(tmp_path) -> None:
-    args = small_args(tmp_path, learn="plc", stages=("il", "sim"), il_episodes=8, sim_episodes=4,
-                      episodes_per_update=2)
+    args = small_args(tmp_path, learn="plc", stages=("il", "sim"), episodes={"il": 8, "sim": 4},
+                      rl={"episodes_per_update": 2})
     summary = train(args)
     inst = Instance.from_args(args)
     teacher_info, *_ = _teacher_episode(inst.sim_env(learned=False))
@@ -73,8 +74,9 @@ def test_plc_ablation_learns_only_placements_and_keeps_the_teacher_order(tmp_pat
     assert summary["stages"]["sim"]["env_steps"] == 4 * 2 * n
 
 
+@pytest.mark.slow
 def test_sel_ablation_buffer_holds_only_selection_states(tmp_path) -> None:
-    args = small_args(tmp_path, learn="sel", il_episodes=8)
+    args = small_args(tmp_path, learn="sel", episodes={"il": 8})
     summary = train(args)
     buf = load_checkpoint(tmp_path)["il_buffer"]
     inst = Instance.from_args(args)

@@ -1,4 +1,4 @@
-"""``stop_at_bound``: the simulator stages end once the greedy decode reaches the lower bound (a proof of
+"""``evaluation.stop_at_bound``: the simulator stages end once the greedy decode reaches the lower bound (a proof of
 optimality), on one graph only; ``reaches_bound`` and ``bound_proves_optimality`` by hand."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ import doppler_gym as dg
 from agents.training import TrainArgs, read_metrics, train
 from doppler_gym.sim.bounds import BOUND_RTOL, bound_proves_optimality, makespan_lower_bound, reaches_bound
 
+pytestmark = pytest.mark.slow  # training runs to the lower bound
+
 # A 6-op chain (random DAG with one op per level) on 2 devices: all ops on one device take exactly the
 # sum of their compute times, which is the lower bound (its critical path), so the list scheduler that
 # the untrained heuristic-prior policy decodes is optimal from the start.
 CHAIN = {"graph": "random", "graph_params": {"n_ops": 6, "levels": 6, "seed": 1}, "devices": 2}
-QUICK = {"progress": False, "tensorboard": False, "baselines": ("critical_path",), "sample_decodes": 2,
-         "il_envs": 2, "il_episodes": 8, "sim_episodes": 8, "episodes_per_update": 4, "eval_every_episodes": 2,
-         "il_teacher_evals": 2_000}
+QUICK = {"logging.progress": False, "logging.tensorboard": False, "evaluation.baselines": ("critical_path",),
+         "evaluation.sample_decodes": 2, "imitation.envs": 2, "episodes.il": 8, "episodes.sim": 8,
+         "rl.episodes_per_update": 4, "evaluation.every_episodes": 2, "imitation.teacher_evals": 2_000}
 
 
 def test_chain_is_optimal_on_one_device_by_hand() -> None:
@@ -31,20 +33,20 @@ def test_chain_is_optimal_on_one_device_by_hand() -> None:
 
 
 def test_training_stops_when_the_greedy_decode_reaches_the_bound(tmp_path) -> None:
-    summary = train(TrainArgs(**CHAIN, **QUICK, stages=("il", "sim"), out=str(tmp_path)))
+    summary = train(TrainArgs.from_settings({**CHAIN, **QUICK, "stages": ("il", "sim"), "out": str(tmp_path)}))
     evals = [r for r in read_metrics(tmp_path) if r["kind"] == "eval"]
     first = next(r for r in evals if r["greedy_makespan"] <= summary["lower_bound"] * (1 + BOUND_RTOL))
     at = summary["stopped_at_bound"]
     assert at == {"stage": "il", "episode": first["step"], "makespan": first["greedy_makespan"],
                   "checkpoint": str(tmp_path / "policy_best.pt")}
     assert evals[-1] is first  # no evaluation after the stop: the stages ended there
-    assert summary["stages"]["il"]["episodes"] == first["step"] < QUICK["il_episodes"]  # no episode after it
+    assert summary["stages"]["il"]["episodes"] == first["step"] < QUICK["episodes.il"]  # no episode after it
     assert summary["stages"]["sim"]["episodes"] == 0
     assert summary["makespan"] <= summary["lower_bound"] * (1 + BOUND_RTOL)
 
 
 def test_the_stop_in_ppo_keeps_the_weights_that_reached_the_bound(tmp_path) -> None:
-    summary = train(TrainArgs(**CHAIN, **QUICK, stages=("sim",), out=str(tmp_path)))
+    summary = train(TrainArgs.from_settings({**CHAIN, **QUICK, "stages": ("sim",), "out": str(tmp_path)}))
     at = summary["stopped_at_bound"]
     assert at["stage"] == "sim" and summary["stages"]["sim"]["episodes"] >= at["episode"]
     assert summary["makespan"] == at["makespan"]  # the final greedy decode is the decode that stopped it
@@ -54,8 +56,8 @@ def test_the_stop_in_ppo_keeps_the_weights_that_reached_the_bound(tmp_path) -> N
 
 
 def test_a_real_stage_still_runs_after_the_stop(tmp_path) -> None:
-    args = TrainArgs(**CHAIN, **QUICK, stages=("il", "sim", "real"), real_episodes=4,
-                     real_env_id="Doppler-Sim-v0", out=str(tmp_path))  # the sim env stands in for the real one
+    args = TrainArgs.from_settings({**CHAIN, **QUICK, "stages": ("il", "sim", "real"), "episodes.real": 4,
+                                    "real.env_id": "Doppler-Sim-v0", "out": str(tmp_path)})  # the sim env stands in
     summary = train(args)
     assert summary["stopped_at_bound"]["stage"] == "il"
     assert {s: d["episodes"] for s, d in summary["stages"].items()} == {
@@ -63,14 +65,15 @@ def test_a_real_stage_still_runs_after_the_stop(tmp_path) -> None:
 
 
 def test_stop_at_bound_false_trains_every_episode(tmp_path) -> None:
-    summary = train(TrainArgs(**CHAIN, **QUICK, stages=("il", "sim"), stop_at_bound=False, out=str(tmp_path)))
+    summary = train(TrainArgs.from_settings({**CHAIN, **QUICK, "stages": ("il", "sim"),
+                                             "evaluation.stop_at_bound": False, "out": str(tmp_path)}))
     assert summary["stopped_at_bound"] is None
     assert {s: d["episodes"] for s, d in summary["stages"].items()} == {"il": 8, "sim": 8}
 
 
 def test_a_mix_never_stops_at_one_graphs_bound(tmp_path) -> None:
-    args = TrainArgs(graph="mix", graph_mix=("random:n_ops=6,levels=6,seed=1",), devices=2, **QUICK,
-                     stages=("il",), out=str(tmp_path))
+    args = TrainArgs.from_settings({"graph": "mix", "mix.graphs": ("random:n_ops=6,levels=6,seed=1",), "devices": 2,
+                                    **QUICK, "stages": ("il",), "out": str(tmp_path)})
     summary = train(args)
     assert summary["stopped_at_bound"] is None and summary["stages"]["il"]["episodes"] == 8
 
@@ -95,8 +98,8 @@ def test_cli_set_parses_yes_no_fields_and_rejects_the_rest() -> None:
         return args_from_namespace(parser.parse_args(["train", "paper/ffnn", "--budget-minutes", "1", *argv]))
 
     for text, value in (("false", False), ("False", False), ("0", False), ("true", True), ("yes", True)):
-        assert cli("--set", f"stop_at_bound={text}").stop_at_bound is value
+        assert cli("--set", f"evaluation.stop_at_bound={text}").evaluation.stop_at_bound is value
     with pytest.raises(ValueError, match="stop_at_bound.*true or false"):
-        cli("--set", "stop_at_bound=maybe")
-    with pytest.raises(ValueError, match="stop_at_bound must be True or False"):
-        TrainArgs(stop_at_bound="false").validate()
+        cli("--set", "evaluation.stop_at_bound=maybe")
+    with pytest.raises(ValueError, match="evaluation.stop_at_bound must be True or False"):
+        TrainArgs(evaluation={"stop_at_bound": "false"}).validate()

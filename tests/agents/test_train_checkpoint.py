@@ -11,6 +11,7 @@ import torch
 from agents.training import (
     CHECKPOINT_NAME,
     Instance,
+    TrainArgs,
     TrainContext,
     Trainer,
     action_logits,
@@ -23,6 +24,8 @@ from agents.training import (
 )
 from tests.agents.train_helpers import sample_observations, small_args
 
+pytestmark = pytest.mark.slow  # training runs, interrupted and resumed
+
 
 def _logits(policy, obs) -> torch.Tensor:
     policy.set_training_mode(False)
@@ -31,7 +34,7 @@ def _logits(policy, obs) -> torch.Tensor:
 
 
 def test_checkpoint_round_trip_gives_identical_logits(tmp_path) -> None:
-    args = small_args(tmp_path, il_episodes=8)
+    args = small_args(tmp_path, episodes={"il": 8})
     trainer = Trainer(args)
     trainer.run()
     obs = sample_observations(args)
@@ -43,6 +46,7 @@ def test_checkpoint_round_trip_gives_identical_logits(tmp_path) -> None:
     payload = load_checkpoint(tmp_path)  # a folder means its checkpoint.pt
     assert payload["stage"] == "il" and payload["progress"]["il"]["done"]
     assert payload["optimizer_state"] is not None and payload["il_buffer"]["size"] > 0
+    assert TrainArgs(**payload["args"]) == args  # the stored arguments, groups included, read back
     assert not list(tmp_path.glob(".*.tmp")), "no temporary file may be left behind"
 
 
@@ -61,7 +65,7 @@ def test_save_checkpoint_is_atomic(tmp_path, monkeypatch) -> None:
 
 
 def test_resume_after_interruption_in_imitation_loses_nothing(tmp_path) -> None:
-    args = small_args(tmp_path, il_episodes=16, il_envs=4, interrupt_after_episodes=8)
+    args = small_args(tmp_path, episodes={"il": 16}, imitation={"envs": 4}, checkpoints={"interrupt_after_episodes": 8})
     first = train(args)
     assert first["interrupted"] and first["progress"]["il"]["episodes"] == 8
     assert not (tmp_path / "summary.json").exists()
@@ -71,7 +75,7 @@ def test_resume_after_interruption_in_imitation_loses_nothing(tmp_path) -> None:
     steps_before = max(s["step"] for s in ckpt["optimizer_state"]["state"].values())
     assert steps_before == updates_before
 
-    trainer = Trainer(small_args(tmp_path, il_episodes=16, il_envs=4, resume=True))
+    trainer = Trainer(small_args(tmp_path, episodes={"il": 16}, imitation={"envs": 4}, resume=True))
     assert trainer.progress["il"].episodes == 8
     summary = trainer.run()
     il = summary["stages"]["il"]
@@ -84,16 +88,16 @@ def test_resume_after_interruption_in_imitation_loses_nothing(tmp_path) -> None:
 
 
 def test_resume_mid_ppo_continues_counters(tmp_path) -> None:
-    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=12, episodes_per_update=4,
-                      interrupt_after_episodes=8)
+    args = small_args(tmp_path, stages=("il", "sim"), episodes={"il": 4, "sim": 12}, rl={"episodes_per_update": 4},
+                      checkpoints={"interrupt_after_episodes": 8})
     assert train(args)["interrupted"]
     ckpt = load_checkpoint(tmp_path)
     assert ckpt["stage"] == "sim" and ckpt["progress"]["il"]["done"]
     assert ckpt["progress"]["sim"]["episodes"] == 4 and ckpt["progress"]["sim"]["updates"] == 1
     assert ckpt["progress"]["sim"]["extra"]["num_timesteps"] == 4 * 24
 
-    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=12,
-                               episodes_per_update=4, resume=True))
+    summary = train(small_args(tmp_path, stages=("il", "sim"), episodes={"il": 4, "sim": 12},
+                               rl={"episodes_per_update": 4}, resume=True))
     assert summary["stages"]["il"]["episodes"] == 4  # not rerun
     assert summary["stages"]["sim"]["episodes"] == 12 and summary["stages"]["sim"]["updates"] == 3
     ckpt = load_checkpoint(tmp_path)
@@ -106,11 +110,11 @@ def test_resume_mid_ppo_continues_counters(tmp_path) -> None:
 
 
 def test_resume_extends_a_finished_stage_and_skips_without_checkpoint(tmp_path) -> None:
-    train(small_args(tmp_path, il_episodes=4))
-    summary = train(small_args(tmp_path, il_episodes=8, resume=True))
+    train(small_args(tmp_path, episodes={"il": 4}))
+    summary = train(small_args(tmp_path, episodes={"il": 8}, resume=True))
     assert summary["stages"]["il"]["episodes"] == 8
     fresh = tmp_path / "fresh"
-    assert train(small_args(fresh, il_episodes=4, resume=True))["stages"]["il"]["episodes"] == 4
+    assert train(small_args(fresh, episodes={"il": 4}, resume=True))["stages"]["il"]["episodes"] == 4
 
 
 def test_ctrl_c_writes_a_checkpoint_and_resume_refuses_another_instance(tmp_path, monkeypatch) -> None:
@@ -123,20 +127,21 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_refuses_another_instance(tmp_path
 
     monkeypatch.setattr(TrainContext, "episode_done", interrupt_at_6)
     with pytest.raises(KeyboardInterrupt):
-        train(small_args(tmp_path, il_episodes=12))
+        train(small_args(tmp_path, episodes={"il": 12}))
     monkeypatch.undo()
     assert load_checkpoint(tmp_path)["progress"]["il"]["episodes"] == 6
-    resumed = train(small_args(tmp_path, il_episodes=12, resume=True))["stages"]["il"]["episodes"]
-    assert 12 <= resumed < 12 + 4  # from 6 on, in whole iterations of il_envs = 4 episodes
+    resumed = train(small_args(tmp_path, episodes={"il": 12}, resume=True))["stages"]["il"]["episodes"]
+    assert 12 <= resumed < 12 + 4  # from 6 on, in whole iterations of imitation.envs = 4 episodes
     with pytest.raises(ValueError, match="--init"):
         Trainer(small_args(tmp_path, devices=3, resume=True))
 
 
 def test_init_from_a_4_device_checkpoint_on_8_devices(tmp_path) -> None:
     src = tmp_path / "four"
-    four = Trainer(small_args(src, devices=4, il_episodes=4))
+    four = Trainer(small_args(src, devices=4, episodes={"il": 4}))
     four.run()
-    args8 = small_args(tmp_path / "eight", devices=8, stages=("sim",), sim_episodes=4, init=str(src / "policy_il.pt"))
+    args8 = small_args(tmp_path / "eight", devices=8, stages=("sim",), episodes={"sim": 4},
+                       init=str(src / "policy_il.pt"))
     trainer = Trainer(args8)
     report = trainer.init_report
     assert report["loaded"] > 0
@@ -174,14 +179,14 @@ def test_an_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, al
     every evaluation), the same final weights and placement, whether or not the run was cut in
     imitation and again in RL (the resumed stages continue the optimizer, buffer and RNG states, and
     rebuild the imitation anchor's teacher states)."""
-    kw = {"stages": ("il", "sim"), "il_episodes": 4, "il_envs": 2, "sim_episodes": 4, "episodes_per_update": 2,
-          "eval_every_episodes": 2, "algo": algo, "rl_anchor_coef": anchor}
+    kw = {"stages": ("il", "sim"), "episodes": {"il": 4, "sim": 4}, "imitation.envs": 2, "rl.episodes_per_update": 2,
+          "evaluation.every_episodes": 2, "algo": algo, "rl.anchor_coef": anchor}
     whole = Trainer(small_args(tmp_path / "whole", **kw))
     expected = whole.run()
     parts = tmp_path / "parts"
-    first = train(small_args(parts, interrupt_after_episodes=2, **kw))
+    first = train(small_args(parts, checkpoints={"interrupt_after_episodes": 2}, **kw))
     assert first["interrupted"] and first["progress"]["il"]["episodes"] == 2
-    second = train(small_args(parts, resume=True, interrupt_after_episodes=4, **kw))
+    second = train(small_args(parts, resume=True, checkpoints={"interrupt_after_episodes": 4}, **kw))
     assert second["interrupted"]
     assert (second["progress"]["il"]["episodes"], second["progress"]["sim"]["episodes"]) == (4, 2)
     resumed = Trainer(small_args(parts, resume=True, **kw))

@@ -63,8 +63,9 @@ def test_label_smoothing_keeps_the_optimum_soft() -> None:
     assert parts["cross_entropy"] == pytest.approx(-float(logp[1]), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_imitation_learns_the_teacher_on_a_small_graph(tmp_path) -> None:
-    args = small_args(tmp_path, il_episodes=96, il_envs=8)
+    args = small_args(tmp_path, episodes={"il": 96}, imitation={"envs": 8})
     teacher = teacher_makespans(args)
     assert max(teacher) == pytest.approx(min(teacher), rel=1e-12), "one teacher makespan whatever the ties"
     trainer = Trainer(args)

@@ -20,10 +20,9 @@ EVAL = ("random:n_ops=16,levels=4", "ffnn:layers=2,blocks=2")
 
 
 def mix_args(out, **overrides) -> TrainArgs:
-    fields = {**FAST, "graph": "mix", "graph_mix": MIX, "graph_eval": EVAL, "devices": 2, "out": str(out),
-              "stages": ("il", "sim"), "il_episodes": 8, "sim_episodes": 4, "episodes_per_update": 2}
-    fields.update(overrides)
-    return TrainArgs(**fields)
+    return TrainArgs.from_settings({**FAST, "graph": "mix", "mix.graphs": MIX, "evaluation.held_out": EVAL,
+                                    "devices": 2, "out": str(out), "stages": ("il", "sim"),
+                                    "episodes": {"il": 8, "sim": 4}, "rl.episodes_per_update": 2, **overrides})
 
 
 def test_graph_spec_parsing_and_errors() -> None:
@@ -72,12 +71,13 @@ def test_mix_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="go together"):
         TrainArgs(graph="mix").validate()
     with pytest.raises(ValueError, match="go together"):
-        TrainArgs(graph="paper/ffnn", graph_mix=("chainmm",)).validate()
+        TrainArgs(graph="paper/ffnn", mix={"graphs": ("chainmm",)}).validate()
     with pytest.raises(ValueError, match="real stage"):
-        TrainArgs(graph="mix", graph_mix=("chainmm",), stages=("il", "real")).validate()
-    assert TrainArgs(graph="mix", graph_mix="chainmm;random:n_ops=9").graph_mix == ("chainmm", "random:n_ops=9")
+        TrainArgs(graph="mix", mix={"graphs": ("chainmm",)}, stages=("il", "real")).validate()
+    assert TrainArgs(graph="mix", mix={"graphs": "chainmm;random:n_ops=9"}).mix.graphs == ("chainmm", "random:n_ops=9")
 
 
+@pytest.mark.slow
 def test_training_on_a_mix_sees_many_graphs_and_reports_held_out_rows(tmp_path) -> None:
     args = mix_args(tmp_path)
     summary = train(args)
@@ -91,7 +91,7 @@ def test_training_on_a_mix_sees_many_graphs_and_reports_held_out_rows(tmp_path) 
     policy = load_policy(tmp_path / "checkpoint.pt", inst.sim_env())
     for row, graph in zip(rows, inst.held_out):
         with torch_threads(args.torch_threads):  # as the summary decoded them (float sums depend on threads)
-            again = decode_graph(policy, inst, graph, k=args.sample_decodes, seed=args.seed)
+            again = decode_graph(policy, inst, graph, k=args.evaluation.sample_decodes, seed=args.seed)
         assert row["greedy"] == again["greedy"]["makespan"] and row["best_of_k"] == again["best"]["makespan"]
         assert row["greedy_ratio_to_critical_path"] == pytest.approx(row["greedy"] / row["critical_path"])
         assert row["greedy"] >= row["lower_bound"] * (1 - 1e-9)
@@ -99,12 +99,13 @@ def test_training_on_a_mix_sees_many_graphs_and_reports_held_out_rows(tmp_path) 
     assert summary["held_out_mean_ratio_to_critical_path"] > 0
 
 
+@pytest.mark.slow
 def test_cli_trains_on_a_mix(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     rc = main(["train", "mix", "--graph-mix", *MIX, "--graph-eval", *EVAL, "--devices", "2", "--learn", "plc",
                "--episodes", "il=4,sim=2", "--out", str(out), "--no-progress", "--no-tensorboard",
-               "--baseline-seconds", "0.1", "--sample-decodes", "2", "--set", "il_envs=4",
-               "--set", "episodes_per_update=2", "--set", "eval_every_episodes=0"])
+               "--baseline-seconds", "0.1", "--sample-decodes", "2", "--set", "imitation.envs=4",
+               "--set", "rl.episodes_per_update=2", "--set", "evaluation.every_episodes=0"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "held-out graphs" in printed and "ffnn" in printed

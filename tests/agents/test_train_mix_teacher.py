@@ -12,6 +12,8 @@ from agents.training.graphs import GraphMix, parse_specs
 from agents.training.teacher import SearchTargets, SearchTeacher, search_placement
 from tests.agents.train_helpers import FAST
 
+pytestmark = pytest.mark.slow  # a search per drawn graph, then training
+
 
 def _graph(seed: int) -> dg.DataflowGraph:
     return dg.workloads.make("random", n_ops=8, levels=3, seed=seed)
@@ -45,8 +47,9 @@ def test_pooled_mix_draws_a_fixed_set_of_graphs() -> None:
 
 
 def test_search_teacher_follows_each_drawn_graphs_target() -> None:
-    args = TrainArgs(graph="mix", graph_mix=("random:n_ops=6..10,levels=3",), devices=2, mix_pool=2,
-                     il_teacher_evals=300, **{k: v for k, v in FAST.items() if k != "recipe"})
+    args = TrainArgs.from_settings({"graph": "mix", "mix.graphs": ("random:n_ops=6..10,levels=3",), "devices": 2,
+                                    "mix.pool": 2, "imitation.teacher_evals": 300,
+                                    **{k: v for k, v in FAST.items() if k != "recipe"}})
     inst = Instance.from_args(args)
     targets = SearchTargets(300, 0)
     env = SearchTeacher(inst.train_env(), targets)
@@ -63,10 +66,11 @@ def test_search_teacher_follows_each_drawn_graphs_target() -> None:
 
 
 def test_imitation_on_a_graph_and_topology_mix(tmp_path) -> None:
-    args = TrainArgs(graph="mix", graph_mix=("random:n_ops=6..10,levels=3", "chainmm:blocks=2"),
-                     graph_eval=("random:n_ops=9,levels=3",), topology_mix=("2", "3"), devices=2, mix_pool=2,
-                     il_teacher_evals=300, stages=("il",), il_episodes=8, out=str(tmp_path),
-                     **{k: v for k, v in FAST.items() if k != "recipe"})
+    args = TrainArgs.from_settings({
+        "graph": "mix", "mix.graphs": ("random:n_ops=6..10,levels=3", "chainmm:blocks=2"),
+        "evaluation.held_out": ("random:n_ops=9,levels=3",), "mix.topologies": ("2", "3"), "devices": 2,
+        "mix.pool": 2, "imitation.teacher_evals": 300, "stages": ("il",), "episodes.il": 8, "out": str(tmp_path),
+        **{k: v for k, v in FAST.items() if k != "recipe"}})
     summary = train(args)
     stats = summary["il_teacher_targets"]
     assert stats["misses"] <= 3 * 2 * 2  # at most (2 pooled random + 1 chainmm) graphs x 2 topologies

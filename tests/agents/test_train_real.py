@@ -11,6 +11,8 @@ from tests.agents.train_helpers import FAST
 
 pytest.importorskip("envs_real", reason="the real backend (envs_real) is not installed")
 
+pytestmark = pytest.mark.slow  # training on CPU worker processes
+
 # A 2-layer, 16-wide feed-forward block: each op is a 16 x 16 matmul, milliseconds on a CPU.
 TINY_FFNN = {"batch": 16, "d_in": 16, "hidden": 16, "layers": 2, "blocks": 1}
 CPU_WORKERS = {"devices": "cpu:2", "repeats": 1, "warmup": 0, "calibration_reps": 2, "timeout_s": 60.0}
@@ -19,10 +21,11 @@ CPU_WORKERS = {"devices": "cpu:2", "repeats": 1, "warmup": 0, "calibration_reps"
 @pytest.mark.parametrize("anchor", [0.0, 1.0])
 def test_the_real_stage_trains_on_cpu_workers(tmp_path, capsys, anchor) -> None:
     """Also with the imitation anchor: its teacher episodes come from the simulator, the RL from the workers."""
-    args = TrainArgs(graph="ffnn", graph_params=TINY_FFNN, devices=2, stages=("il", "real"), il_episodes=2,
-                     real_episodes=2, episodes_per_update=2, real_env_kwargs=CPU_WORKERS, out=str(tmp_path),
-                     rl_anchor_coef=anchor, **{**FAST, "il_envs": 2})
-    assert args.real_env_id == "Doppler-Real-v0"
+    args = TrainArgs.from_settings({
+        **FAST, "imitation.envs": 2, "graph": "ffnn", "graph_params": TINY_FFNN, "devices": 2, "stages": ("il", "real"),
+        "episodes": {"il": 2, "real": 2}, "rl.episodes_per_update": 2, "real.env_kwargs": CPU_WORKERS,
+        "out": str(tmp_path), "rl.anchor_coef": anchor})
+    assert args.real.env_id == "Doppler-Real-v0"
     summary = train(args)
     assert summary["stages"]["real"]["episodes"] == 2 and summary["stages"]["real"]["updates"] == 1
     real = [r for r in read_metrics(tmp_path) if r["kind"] == "episode" and r["stage"] == "real"]

@@ -23,10 +23,12 @@ from agents.training.rl import reinforce_advantages
 from tests.agents.train_helpers import FAST, TINY_GRAPH, brute_force_makespans, small_args
 
 
+@pytest.mark.slow
 def test_three_stages_on_chainmm(tmp_path) -> None:
-    args = TrainArgs(graph="paper/chainmm", devices=4, stages=("il", "sim", "real"), il_episodes=8,
-                     sim_episodes=4, real_episodes=2, episodes_per_update=2, real_env_id="Doppler-Sim-v0",
-                     out=str(tmp_path), **{**FAST, "tensorboard": True})
+    args = TrainArgs.from_settings({
+        **FAST, "logging.tensorboard": True, "graph": "paper/chainmm", "devices": 4, "stages": ("il", "sim", "real"),
+        "episodes": {"il": 8, "sim": 4, "real": 2}, "rl.episodes_per_update": 2, "real.env_id": "Doppler-Sim-v0",
+        "out": str(tmp_path)})
     summary = train(args)
     saved = json.loads((tmp_path / "summary.json").read_text())
     for key in summary_keys():
@@ -47,9 +49,10 @@ def test_three_stages_on_chainmm(tmp_path) -> None:
     assert stages == ["il"] * 8 + ["sim"] * 4 + ["real"] * 2
 
 
+@pytest.mark.slow
 def test_reinforce_runs_and_updates_per_batch(tmp_path) -> None:
-    args = small_args(tmp_path, stages=("il", "sim"), il_episodes=4, sim_episodes=8, algo="reinforce",
-                      episodes_per_update=4, eval_every_episodes=4)
+    args = small_args(tmp_path, stages=("il", "sim"), episodes={"il": 4, "sim": 8}, algo="reinforce",
+                      rl={"episodes_per_update": 4}, evaluation={"every_episodes": 4})
     summary = train(args)
     evals = [r["greedy_makespan"] for r in read_metrics(tmp_path) if r["kind"] == "eval"]
     assert len(evals) == 3 and summary["best_eval"]["makespan"] == min(evals)
@@ -72,9 +75,10 @@ def test_leave_one_out_advantages_by_hand() -> None:
         reinforce_advantages(returns[:1], "batch", ema=0.0)
 
 
+@pytest.mark.slow
 def test_reinforce_with_a_batch_baseline_learns_the_best_placement_of_a_tiny_graph(tmp_path) -> None:
-    args = small_args(tmp_path, **TINY_GRAPH, stages=("sim",), sim_episodes=24, algo="reinforce",
-                      reinforce_baseline="batch", episodes_per_update=8, rl_lr=1e-2, rl_lr_final=1e-2)
+    args = small_args(tmp_path, **TINY_GRAPH, stages=("sim",), episodes={"sim": 24}, algo="reinforce",
+                      reinforce={"baseline": "batch"}, rl={"episodes_per_update": 8, "lr": 1e-2, "lr_final": 1e-2})
     optimum = brute_force_makespans(args).min()
     trainer = Trainer(args)
     before = decode(trainer.policy, trainer.context.eval_env, greedy=True, seed=args.seed)["makespan"]
@@ -88,14 +92,16 @@ def test_reinforce_with_a_batch_baseline_learns_the_best_placement_of_a_tiny_gra
 
 
 def test_a_batch_baseline_needs_a_batch() -> None:
-    with pytest.raises(ValueError, match="episodes_per_update >= 2"):
-        TrainArgs(algo="reinforce", reinforce_baseline="batch", episodes_per_update=1).validate()
+    with pytest.raises(ValueError, match="rl.episodes_per_update >= 2"):
+        TrainArgs(algo="reinforce", reinforce={"baseline": "batch"}, rl={"episodes_per_update": 1}).validate()
     with pytest.raises(ValueError, match="'ema' or 'batch'"):
-        TrainArgs(reinforce_baseline="mean").validate()
+        TrainArgs(reinforce={"baseline": "mean"}).validate()
 
 
+@pytest.mark.slow
 def test_the_best_placement_found_in_training_is_kept_and_replays(tmp_path) -> None:
-    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=8, sim_episodes=8, episodes_per_update=4))
+    summary = train(small_args(tmp_path, stages=("il", "sim"), episodes={"il": 8, "sim": 8},
+                               rl={"episodes_per_update": 4}))
     episodes = [r for r in read_metrics(tmp_path) if r["kind"] == "episode"]
     best = summary["best_found"]
     assert best["training_makespan"] == min(r["makespan"] for r in episodes)
@@ -126,7 +132,7 @@ def test_budget_shares_follow_the_stage_weights() -> None:
 
 
 def test_episode_targets_and_the_larger_fraction() -> None:
-    args = TrainArgs(stages=("il", "sim"), sim_episodes=10)
+    args = TrainArgs(stages=("il", "sim"), episodes={"sim": 10})
     progress = {s: StageProgress() for s in args.stages}
     budget = StageBudget(args, progress)
     assert budget.target("il") == DEFAULT_EPISODES["il"] and budget.target("sim") == 10
@@ -134,14 +140,15 @@ def test_episode_targets_and_the_larger_fraction() -> None:
     assert progress["sim"].allotted_seconds is None  # no budget: episodes only
     progress["sim"].episodes = 4
     assert budget.fraction("sim") == pytest.approx(0.4)
-    timed = StageBudget(TrainArgs(stages=("sim",), sim_episodes=10, budget_minutes=1.0), {"sim": progress["sim"]})
+    timed = StageBudget(TrainArgs(stages=("sim",), episodes={"sim": 10}, budget_minutes=1.0), {"sim": progress["sim"]})
     timed.allot("sim")
     progress["sim"].seconds = 45.0  # 3/4 of the time, 4/10 of the episodes: the stage is 3/4 through
     assert timed.fraction("sim") == pytest.approx(0.75)
 
 
+@pytest.mark.slow
 def test_a_budget_ends_the_stages(tmp_path) -> None:
-    summary = train(small_args(tmp_path, stages=("il", "sim"), il_episodes=None, budget_minutes=0.03))
+    summary = train(small_args(tmp_path, stages=("il", "sim"), episodes={"il": None}, budget_minutes=0.03))
     il, sim = summary["stages"]["il"], summary["stages"]["sim"]
     assert il["allotted_seconds"] == pytest.approx(0.03 * 60 * STAGE_WEIGHTS["il"] / 4.0)
     assert il["episodes"] > 0 and il["seconds"] >= il["allotted_seconds"]
@@ -156,13 +163,14 @@ def test_invalid_arguments_are_reported() -> None:
         TrainArgs(stages=("sim", "il")).validate()
     with pytest.raises(ValueError, match="algo"):
         TrainArgs(algo="a2c").validate()
-    with pytest.raises(ValueError, match="il_label_smoothing must be in"):
-        TrainArgs(il_label_smoothing=1.0).validate()
+    with pytest.raises(ValueError, match="imitation.label_smoothing must be in"):
+        TrainArgs(imitation={"label_smoothing": 1.0}).validate()
 
 
+@pytest.mark.slow
 def test_imitation_stops_at_its_episode_count_between_whole_batches(tmp_path) -> None:
     # 4 envs run in lockstep; 6 episodes asked: a batch of 4, then a batch of the 2 left (not 8 in all).
-    summary = train(small_args(tmp_path, il_episodes=6, il_envs=4))
+    summary = train(small_args(tmp_path, episodes={"il": 6}, imitation={"envs": 4}))
     assert summary["stages"]["il"]["episodes"] == 6
     rows = [r for r in read_metrics(tmp_path) if r["kind"] == "episode" and r["stage"] == "il"]
     assert len(rows) == 6

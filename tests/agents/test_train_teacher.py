@@ -59,8 +59,9 @@ def test_following_the_teacher_rebuilds_the_target(interchangeable: bool) -> Non
     assert info["makespan"] == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_search_teacher_is_imitated_and_kept(tmp_path) -> None:
-    args = small_args(tmp_path, il_teacher="search", il_teacher_evals=2000, il_episodes=8)
+    args = small_args(tmp_path, imitation={"teacher": "search", "teacher_evals": 2000}, episodes={"il": 8})
     summary = train(args)
     teacher = summary["il_teacher"]
     inst = Instance.from_args(args)
@@ -74,12 +75,12 @@ def test_the_search_teacher_is_imitated_and_kept(tmp_path) -> None:
     again = more if more.makespan < main.makespan else main
     assert teacher["assignment"] == list(again.assignment) and teacher["makespan"] == again.makespan
     assert teacher["makespan"] <= min(cp.makespan, heft.makespan) and teacher["interchangeable"]
-    with pytest.raises(ValueError, match="il_teacher"):
-        TrainArgs(il_teacher="oracle").validate()
+    with pytest.raises(ValueError, match="imitation.teacher"):
+        TrainArgs(imitation={"teacher": "oracle"}).validate()
     with pytest.raises(ValueError, match="learn='both'"):
-        TrainArgs(il_teacher="search", learn="sel").validate()
-    with pytest.raises(ValueError, match="il_teacher_evals"):
-        TrainArgs(il_teacher="search", il_teacher_evals=0).validate()
+        TrainArgs(imitation={"teacher": "search"}, learn="sel").validate()
+    with pytest.raises(ValueError, match="imitation.teacher_evals"):
+        TrainArgs(imitation={"teacher": "search", "teacher_evals": 0}).validate()
 
 
 def test_teacher_restarts_keep_the_best_of_the_main_run_and_the_islands() -> None:
@@ -123,19 +124,19 @@ def test_teacher_skips_restarts_once_the_main_run_reaches_the_bound() -> None:
 
 
 def test_restarts_default_to_16_on_one_graph_and_none_on_a_mix() -> None:
-    assert TrainArgs().il_teacher_restarts == 16
-    assert TrainArgs(graph="mix", graph_mix=("random:n_ops=10..20",)).il_teacher_restarts == 0
-    with pytest.raises(ValueError, match="il_teacher_restarts"):
-        TrainArgs(il_teacher_restarts=-1).validate()
+    assert TrainArgs().imitation.teacher_restarts == 16
+    assert TrainArgs(graph="mix", mix={"graphs": ("random:n_ops=10..20",)}).imitation.teacher_restarts == 0
+    with pytest.raises(ValueError, match="imitation.teacher_restarts"):
+        TrainArgs(imitation={"teacher_restarts": -1}).validate()
 
 
 def test_teacher_batch_defaults_to_16_on_one_graph_and_256_on_a_mix() -> None:
-    assert TrainArgs().il_teacher_batch == 16
-    assert TrainArgs(graph="mix", graph_mix=("random:n_ops=10..20",)).il_teacher_batch == 256
-    assert TrainArgs(il_teacher_batch=64).il_teacher_batch == 64  # an explicit value wins
+    assert TrainArgs().imitation.teacher_batch == 16
+    assert TrainArgs(graph="mix", mix={"graphs": ("random:n_ops=10..20",)}).imitation.teacher_batch == 256
+    assert TrainArgs(imitation={"teacher_batch": 64}).imitation.teacher_batch == 64  # an explicit value wins
     for bad in (0, 2.5, True):
-        with pytest.raises(ValueError, match="il_teacher_batch"):
-            TrainArgs(il_teacher_batch=bad).validate()
+        with pytest.raises(ValueError, match="imitation.teacher_batch"):
+            TrainArgs(imitation={"teacher_batch": bad}).validate()
 
 
 def test_teacher_runs_score_the_given_batch_per_step() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from pathlib import Path
 
@@ -21,19 +20,21 @@ TINY_GRAPH = {"graph": "random", "graph_params": {"n_ops": 6, "levels": 3, "seed
 
 # recipe "doppler": these helpers test the stages' mechanics on DOPPLER's critical-path teacher
 # (the default "best" recipe has its own tests in test_train_recipe.py and test_train_mix_teacher.py);
-# stop_at_bound off: these tests count every episode they ask for (test_train_bound_stop.py tests the stop)
+# evaluation.stop_at_bound off: these tests count every episode they ask for (test_train_bound_stop.py tests
+# the stop). Settings by key (TrainArgs.from_settings): a test overrides one field of a group with a later key.
 FAST = {
-    "recipe": "doppler", "progress": False, "tensorboard": False, "baselines": ("critical_path", "random"),
-    "baseline_seconds": 0.2,
-    "sample_decodes": 2, "eval_every_episodes": 0, "il_envs": 4, "stop_at_bound": False,
+    "recipe": "doppler", "logging.progress": False, "logging.tensorboard": False,
+    "evaluation.baselines": ("critical_path", "random"), "evaluation.baseline_seconds": 0.2,
+    "evaluation.sample_decodes": 2, "evaluation.every_episodes": 0, "imitation.envs": 4,
+    "evaluation.stop_at_bound": False,
 }
 
 
 def small_args(out: Path, **overrides: object) -> TrainArgs:
-    """TrainArgs for a quick run on :data:`SMALL_GRAPH` writing to ``out``."""
-    fields = {**SMALL_GRAPH, **FAST, "out": str(out), "stages": ("il",), "il_episodes": 8}
-    fields.update(overrides)
-    return TrainArgs(**fields)
+    """TrainArgs for a quick run on :data:`SMALL_GRAPH` writing to ``out``; ``overrides`` are settings by
+    key, a group as a dict of the fields it changes (``episodes={"il": 4}``, merged into the defaults here)."""
+    return TrainArgs.from_settings({**SMALL_GRAPH, **FAST, "out": str(out), "stages": ("il",), "episodes.il": 8,
+                                    **overrides})
 
 
 def teacher_makespans(args: TrainArgs, rollouts: int = 10, seed: int = 0) -> list[float]:
@@ -65,10 +66,6 @@ def sample_observations(args: TrainArgs, n: int = 6, seed: int = 0) -> dict[str,
         if done:
             obs, _ = env.reset()
     return {k: np.stack([o[k] for o in seen]) for k in seen[0]}
-
-
-def replace(args: TrainArgs, **changes: object) -> TrainArgs:
-    return dataclasses.replace(args, **changes)
 
 
 def brute_force_makespans(args: TrainArgs) -> np.ndarray:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import doppler_gym
 
 
@@ -72,3 +74,48 @@ def test_no_doppler_gym_source_names_an_upper_layer_in_an_import():
                 continue
             found += [f"{path.relative_to(root.parent)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in UPPER]
     assert not found, "doppler_gym imports an upper layer:\n" + "\n".join(found)
+
+
+# What the extras of pyproject.toml install (agents, real, plot, solvers, ray, dev): the core must import,
+# simulate and run its envs without any of them (docs/architecture.md).
+NOT_CORE = ("torch", "torch_geometric", "stable_baselines3", "sb3_contrib", "pynvml", "tensorboard", "tqdm",
+            "matplotlib", "scipy", "highspy", "ortools", "pymetis", "ray", "simpy", "networkx")
+REFUSE_EXTRAS = (
+    "import importlib.abc, sys\n"
+    f"NOT_CORE = {NOT_CORE!r}\n"
+    "class Refuse(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] in NOT_CORE:\n"
+    "            raise ModuleNotFoundError(f'{name} is refused: not a core dependency', name=name)\n"
+    "sys.meta_path.insert(0, Refuse())\n"
+)
+
+
+@pytest.mark.slow  # a fresh process: every module imported, Numba kernels loaded
+def test_the_core_imports_simulates_and_steps_its_env_without_the_extras():
+    code = REFUSE_EXTRAS + (
+        "import gymnasium as gym, numpy as np, pkgutil\n"
+        "import doppler_gym as dg, doppler_gym.cli.main\n"
+        "for m in pkgutil.walk_packages(dg.__path__, 'doppler_gym.'):\n"
+        "    __import__(m.name)\n"
+        "g = dg.workloads.make('chainmm')\n"
+        "tr = dg.simulate(g, np.arange(g.n_ops) % 2, topology=2)\n"
+        "cp = dg.baselines.critical_path(g, 2)\n"
+        "env = gym.make('Doppler-Sim-v0', graph='chainmm', topology=2)\n"
+        "obs, info = env.reset(seed=0)\n"
+        "done = False\n"
+        "while not done:\n"
+        "    _, _, done, _, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))\n"
+        "try:\n"
+        "    dg.sim.gantt.gantt_figure(tr, g)\n"
+        "except ImportError as exc:\n"
+        "    print('gantt:', exc)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in NOT_CORE)\n"
+        "print(tr.makespan > 0, cp.makespan > 0, info['makespan'] > 0, loaded)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "True True True []", proc.stdout
+    # a call that needs an extra says which one installs it
+    assert any(line.startswith("gantt:") and "doppler-gym[plot]" in line for line in lines), proc.stdout

@@ -25,6 +25,8 @@ from envs_real.distributed import get_group, shutdown
 from envs_real.materialize import reference_outputs
 from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, placements, small_ffnn
 
+pytestmark = pytest.mark.slow  # torch.distributed processes
+
 TOPO = dg.Topology.uniform(2)
 FAILURE_S = 20.0  # [s] a failed run must be reported within this (no hang)
 

@@ -23,6 +23,7 @@ def test_demo_errors_are_one_line(capsys, argv, needle):
     assert needle in error_line(err)
 
 
+@pytest.mark.slow
 def test_demo_trains_on_the_default_graph_and_compares_with_the_baselines(capsys, tmp_path):
     # A first short demo compiles the Numba kernels and warms torch: on cold caches imitation's first batch
     # takes about 10 s, far past its share of a small budget, and the RL stage would get no time at all.

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agents.training import summary_keys
 from doppler_gym.cli.main import main
+
+pytestmark = pytest.mark.slow  # `doppler train` end to end
 
 SMALL = ["random", "--param", "n_ops=12", "--param", "levels=4", "--param", "seed=1", "--devices", "2"]
 
@@ -14,8 +18,8 @@ def test_train_then_eval_policy(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     rc = main(["train", *SMALL, "--stages", "il,sim", "--episodes", "il=8,sim=4", "--out", str(out),
                "--seed", "3", "--no-progress", "--no-tensorboard", "--baseline-seconds", "0.2",
-               "--sample-decodes", "2", "--set", "il_envs=4", "--set", "eval_every_episodes=0",
-               "--il-teacher", "search", "--set", "il_teacher_evals=500"])
+               "--sample-decodes", "2", "--set", "imitation.envs=4", "--set", "evaluation.every_episodes=0",
+               "--il-teacher", "search", "--set", "imitation.teacher_evals=500"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "learned policy (greedy)" in printed and "critical_path" in printed

@@ -11,6 +11,8 @@ import doppler_gym as dg
 from doppler_gym import baselines
 from tests.doppler_gym.baselines.baseline_graphs import RAW, fork_join, make_graph, small_random, two_chains
 
+pytestmark = pytest.mark.slow  # CP-SAT solves and enumeration
+
 
 def enumerate_by_hand(graph: dg.DataflowGraph, topo: dg.Topology, config: dg.SimConfig) -> float:
     return min(

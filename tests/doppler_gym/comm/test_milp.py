@@ -14,6 +14,8 @@ from tests.doppler_gym.comm.tiny_instances import line3, net_of, pair, ring4, st
 
 pytest.importorskip("ortools")
 
+pytestmark = pytest.mark.slow  # MILP (CP-SAT) solves
+
 
 def solved(topo, kind, chunks=1, root=None, tau=1.0, **kw):
     """(MilpResult, validation report) of ``kind`` on ``topo`` with 1-byte chunks."""

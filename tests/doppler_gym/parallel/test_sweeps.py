@@ -47,6 +47,7 @@ def test_sweep_equals_direct_runs(setup):
         cluster_sweep(trace, c, ["fifo"], [0], grid={"checkpoints": ["young"]}, checkpoints="fixed")
 
 
+@pytest.mark.slow
 def test_ray_sweep_equals_local(setup, ray_local):  # noqa: F811
     trace, c = setup
     grid = {"checkpoints": ["fixed", "young"]}

@@ -28,6 +28,7 @@ def test_local_is_a_plain_loop():
     assert map_tasks(_draw, []) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_size", [1, 3, 10])
 def test_ray_results_equal_local_in_order(ray_local, chunk_size):  # noqa: F811
     items = list(range(7))
@@ -37,12 +38,14 @@ def test_ray_results_equal_local_in_order(ray_local, chunk_size):  # noqa: F811
     assert remote[4] == np.random.default_rng(4).random(5).tolist()  # independent of the order tasks ran in
 
 
+@pytest.mark.slow
 def test_ray_partial_and_exception(ray_local):  # noqa: F811
     assert map_tasks(functools.partial(_draw, n=2), [9], RAY_ADDRESS) == [_draw(9, 2)]
     with pytest.raises(ValueError, match="item 2 is bad"):
         map_tasks(functools.partial(_fail_on, bad=2), [0, 1, 2, 3], RAY_ADDRESS)
 
 
+@pytest.mark.slow
 def test_ray_tasks_run_in_other_processes(ray_local):  # noqa: F811
     import os
 
@@ -64,6 +67,7 @@ def test_without_ray_says_how_to_install(monkeypatch):
     assert map_tasks(_draw, [1]) == [_draw(1)]  # without an address Ray is never imported
 
 
+@pytest.mark.slow
 def test_empty_address(ray_local, monkeypatch):  # noqa: F811
     monkeypatch.setattr(ray_local, "is_initialized", lambda: False)
     with pytest.raises(ValueError, match="Ray address is empty"):
