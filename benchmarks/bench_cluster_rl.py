@@ -2,8 +2,9 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_cluster_rl.py                      # 3 minutes of training, 5 held-out traces
-    python benchmarks/bench_cluster_rl.py --minutes 1 --eval-traces 3 --png /tmp/cluster_rl.png
+    python -m benchmarks.bench_cluster_rl                      # 3 minutes of training, 5 held-out traces
+    python -m benchmarks.bench_cluster_rl --minutes 1 --eval-traces 3 --png /tmp/cluster_rl.png
+    python -m benchmarks.bench_cluster_rl --smoke              # 8 jobs, two PPO updates, one held-out trace
 
 Setup (every number is an argument):
 
@@ -30,7 +31,6 @@ traces, and the ratio to SRTF) and the learning curve (average JCT of the traini
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
@@ -39,6 +39,7 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 
+from benchmarks import common
 from doppler_gym import cluster as C
 from doppler_gym.envs.cluster import ClusterEnv
 
@@ -81,27 +82,31 @@ def rollout(env: ClusterEnv, act, seed: int = 0) -> float:
             raise RuntimeError("episode truncated")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    p = common.parser(__doc__, writes=False)
     p.add_argument("--minutes", type=float, default=3.0, help="training wall time (default 3)")
     p.add_argument("--jobs", type=int, default=30, help="jobs per trace (default 30)")
     p.add_argument("--interarrival", type=float, default=600.0, help="mean time between arrivals [s] (default 600)")
     p.add_argument("--max-jobs", type=int, default=16, help="rows of the env's job window (default 16)")
     p.add_argument("--eval-traces", type=int, default=5, help="held-out traces (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--modes", default="pack,spread,share,preempt",
                    help="the env's action modes, comma-separated (default pack,spread,share,preempt)")
     p.add_argument("--png", help="write the learning curve and the comparison to this PNG")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    n_steps, batch_size, stop_steps = 512, 128, 10**9
+    if args.smoke:
+        args.minutes, args.jobs, args.eval_traces = 1.0, 8, 1
+        n_steps, batch_size, stop_steps = 64, 32, 128  # two rollouts and updates
     torch.set_num_threads(1)  # a tiny MLP: one thread is fastest on a shared machine
-    print(f"# bench_cluster_rl on {platform.processor() or platform.machine()}, {args.minutes} min of training, "
-          f"{args.jobs} jobs per trace, mean inter-arrival {args.interarrival:.0f} s, 16 GPUs, modes {args.modes}")
+    common.start("bench_cluster_rl", args)
+    print(f"{args.minutes} min of training, {args.jobs} jobs per trace, mean inter-arrival {args.interarrival:.0f} s, "
+          f"16 GPUs, modes {args.modes}, seed {args.seed}")
 
     train_env = Monitor(make_env(args, f"generated:{args.jobs}", args.seed))
-    model = MaskablePPO("MultiInputPolicy", train_env, n_steps=512, batch_size=128, gamma=0.995, ent_coef=0.01,
-                        seed=args.seed, device="cpu", verbose=0)
+    model = MaskablePPO("MultiInputPolicy", train_env, n_steps=n_steps, batch_size=batch_size, gamma=0.995,
+                        ent_coef=0.01, seed=args.seed, device="cpu", verbose=0)
     budget = _Budget(args.minutes * 60.0, args.jobs)
-    model.learn(total_timesteps=10**9, callback=budget)
+    model.learn(total_timesteps=stop_steps, callback=budget)
     print(f"trained {model.num_timesteps:,} steps ({len(budget.curve)} episodes) in "
           f"{time.perf_counter() - budget.t0:.0f} s")
 
@@ -117,6 +122,8 @@ def main() -> None:
         for name in HEURISTICS:
             results[name].append(C.run(trace, env.cluster, name, seed=0).avg_jct)
 
+    for name, v in results.items():
+        common.check(all(np.isfinite(x) and x > 0 for x in v), f"{name}: average JCTs {v} not all finite and > 0")
     ref = np.mean(results["srtf"])
     print("\n| method | avg JCT [s], mean over held-out traces | sd | / srtf | per trace |")
     print("|---|---:|---:|---:|---|")

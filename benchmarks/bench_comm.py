@@ -2,9 +2,12 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_comm.py            # everything (a few minutes)
-    python benchmarks/bench_comm.py --quick    # skip the ALLTOALL LPs, the NDv2 fast MILP and 32 GPUs
-    python benchmarks/bench_comm.py --plot algbw.png
+    python -m benchmarks.bench_comm            # everything (a few minutes)
+    python -m benchmarks.bench_comm --quick    # skip the ALLTOALL LPs, the NDv2 fast MILP and 32 GPUs
+    python -m benchmarks.bench_comm --plot algbw.png
+    python -m benchmarks.bench_comm --smoke    # one published case, two buffer sizes
+
+Needs the ``solvers`` extra (OR-Tools CP-SAT, HiGHS).
 
 Part 1 (the published cases): each case through ``dg.comm.solve`` (which validates every result)
 and once more through ``dg.comm.validate``; the table lists our epochs next to the published ones,
@@ -27,11 +30,13 @@ its target or a schedule is invalid, else 0.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import doppler_gym as dg
+from benchmarks import common
+
+REQUIRES = ("ortools", "highspy")  # the solvers extra
 
 # (label, topology, collective, buffer, epoch, method, target epochs, published note, released Gurobi s)
 CASES = [
@@ -55,9 +60,9 @@ LARGE = [
 SIZES = ["1KB", "4KB", "16KB", "64KB", "256KB", "1MB", "4MB", "16MB", "64MB", "256MB", "1GB"]
 
 
-def must_show(quick: bool, time_limit: float) -> bool:
+def must_show(quick: bool, time_limit: float, smoke: bool = False) -> bool:
     print("Part 1: published minimum epochs (every schedule validated)\n")
-    return table([c for c in CASES if not (quick and c[0] in QUICK_SKIP)], time_limit)
+    return table([c for c in CASES if not (quick and c[0] in QUICK_SKIP)][: 1 if smoke else None], time_limit)
 
 
 def table(cases: list, time_limit: float) -> bool:
@@ -87,7 +92,7 @@ def table(cases: list, time_limit: float) -> bool:
     return ok
 
 
-def algbw_sweep(time_limit: float) -> tuple[bool, list[tuple[str, float, float]]]:
+def algbw_sweep(time_limit: float, sizes: list[str] = SIZES) -> tuple[bool, list[tuple[str, float, float]]]:
     print("\nPart 2: DGX-1 ALLGATHER, TE-CCL (MILP, fast epochs) vs ring baseline on the same epochs\n")
     head = (f"{'buffer':>7}{'tau ns':>9}{'TE-CCL ep':>10}{'ring ep':>8}{'TE-CCL us':>11}{'ring us':>10}"
             f"{'TE-CCL GB/s':>12}{'ring GB/s':>10}{'speedup':>8}{'ours s':>8}")
@@ -95,7 +100,7 @@ def algbw_sweep(time_limit: float) -> tuple[bool, list[tuple[str, float, float]]
     print("-" * len(head))
     ok = True
     rows = []
-    for size in SIZES:
+    for size in sizes:
         s = dg.comm.solve("dgx1", "allgather", size, epoch="fast", time_limit=time_limit)
         ring = dg.comm.ring_schedule(s.topology, s.demand, s.chunk_bytes, s.tau)
         ok &= dg.comm.validate(s).ok and dg.comm.validate(ring).ok
@@ -127,17 +132,21 @@ def plot(rows: list[tuple[str, float, float]], path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = common.parser(__doc__, seed=None, writes=False)
     p.add_argument("--quick", action="store_true", help="skip the slowest cases")
     p.add_argument("--time-limit", type=float, default=300.0, help="per solve [s]")
     p.add_argument("--plot", default=None, help="write the algbw plot (PNG) here")
     args = p.parse_args(argv)
+    common.start("bench_comm", args)
     t0 = time.perf_counter()
-    ok = must_show(args.quick, args.time_limit)
-    if not args.quick:
+    ok = must_show(args.quick, args.time_limit, args.smoke)
+    if not (args.quick or args.smoke):
         print("\nPart 1b: 32 GPUs (rounds: time-partitioned, greedy across rounds, no target)\n")
         ok &= table(LARGE, args.time_limit)
-    sweep_ok, rows = algbw_sweep(args.time_limit)
+    sweep_ok, rows = algbw_sweep(args.time_limit, ["1KB", "1MB"] if args.smoke else SIZES)
+    if args.smoke:
+        common.check(ok and sweep_ok, "a schedule is invalid or an epoch count differs from its target (see above)")
+        common.check(all(te > 0 and ring > 0 for _, te, ring in rows), f"algorithmic bandwidths not > 0: {rows}")
     if args.plot:
         plot(rows, args.plot)
     verdict = "all targets met" if ok and sweep_ok else "SOME TARGETS MISSED"

@@ -2,9 +2,10 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_env.py             # paper/llama-layer on 4 devices, 60 episodes per case
-    python benchmarks/bench_env.py --quick     # 10 episodes per case
-    python benchmarks/bench_env.py --graph paper/ffnn --devices 8
+    python -m benchmarks.bench_env             # paper/llama-layer on 4 devices, 60 episodes per case
+    python -m benchmarks.bench_env --quick     # 10 episodes per case
+    python -m benchmarks.bench_env --graph paper/ffnn --devices 8
+    python -m benchmarks.bench_env --smoke     # paper/chainmm, 2 episodes per case
 
 A uniformly random *valid* action is taken at every step (the mask read from ``action_masks()``),
 so every episode has ``2 * n_ops`` steps and ends with one simulator run. Cases:
@@ -23,14 +24,13 @@ The exit status is always 0 (timings depend on the machine).
 
 from __future__ import annotations
 
-import argparse
-import platform
 import time
 
 import gymnasium as gym
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
 from doppler_gym.envs import PlacementEnv, PlaceOnly, SelectOnly
 from doppler_gym.sim.estimate import EstimatedSchedule
 
@@ -123,22 +123,25 @@ def breakdown(graph: str, devices: int, episodes: int) -> None:
     print(f"  (observation without copies: {timings[False] * 1e6:.2f} us per step)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = common.parser(__doc__, writes=False)
     parser.add_argument(
         "--graph", default="paper/llama-layer", help="graph or workload name (default paper/llama-layer)"
     )
     parser.add_argument("--devices", type=int, default=4, help="device count (default 4)")
     parser.add_argument("--episodes", type=int, default=60, help="episodes per case (default 60)")
     parser.add_argument("--quick", action="store_true", help="10 episodes per case")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     episodes = 10 if args.quick else args.episodes
+    if args.smoke:
+        args.graph, episodes = "paper/chainmm", 2
+    common.start("bench_env", args)
 
     g = dg.load_graph(args.graph) if args.graph.startswith("paper/") else dg.workloads.make(args.graph)
     print(
         f"doppler-gym env benchmark: {args.graph} ({g.n_ops} ops, {g.n_edges} edges), "
         f"{args.devices} devices, "
-        f"{episodes} episodes per case; Python {platform.python_version()} on {platform.machine()}"
+        f"{episodes} episodes per case"
     )
     cases = {
         "PlacementEnv, copy_obs=True (default)": lambda: PlacementEnv(graph=g, topology=args.devices),
@@ -153,13 +156,15 @@ def main() -> None:
             PlacementEnv(graph=g, topology=args.devices)
         ),
     }
-    run_episodes(PlacementEnv(graph=g, topology=args.devices), 2)  # warm up (numba, caches)
+    run_episodes(PlacementEnv(graph=g, topology=args.devices), 2, args.seed)  # warm up (numba, caches)
     print(f"\n{'case':<46}{'steps/s (loop)':>16}{'steps/s (env)':>16}   target {TARGET:,.0f}")
     for label, make in cases.items():
         env = make()
         run_episodes(env, 1)
-        steps, total, policy = run_episodes(env, episodes)
-        loop, env_only = steps / total, steps / (total - policy)
+        steps, total, policy = run_episodes(env, episodes, args.seed)
+        common.check(steps == episodes * (2 * g.n_ops if "agent steps" not in label else g.n_ops),
+                     f"{label}: {steps} steps in {episodes} episodes of {g.n_ops} ops")
+        loop, env_only = steps / total, steps / common.finite_positive(total - policy, f"{label}: env seconds")
         verdict = "" if "agent steps" in label else ("PASS" if env_only >= TARGET else "FAIL")
         print(f"{label:<46}{loop:>16,.0f}{env_only:>16,.0f}   {verdict}")
     breakdown(args.graph, args.devices, max(episodes // 2, 5))

@@ -2,8 +2,9 @@
 
 Run from the repository root (about ``--minutes`` + a few minutes)::
 
-    nice -n 5 python benchmarks/bench_generalisation.py --minutes 8 > out/bench_generalisation.log 2>&1
-    python benchmarks/bench_generalisation.py --report     # tables from out/bench_generalisation/results.json
+    nice -n 5 python -m benchmarks.bench_generalisation --minutes 8 > out/bench_generalisation.log 2>&1
+    python -m benchmarks.bench_generalisation --report     # tables from out/bench_generalisation/results.json
+    python -m benchmarks.bench_generalisation --smoke      # 6 s of training (doppler recipe), one fine-tuning
 
 1. Train one policy (``agents.training``, stages ``il,sim``, ``graph="mix"``) on :data:`TRAIN_MIX`: a
    new graph per episode (random DAGs of 30 to 80 ops, small chainmm / ffnn / llama-block), 4 devices.
@@ -19,26 +20,32 @@ Every makespan is the policy's own placement (greedy, or best of ``--k`` sampled
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from pathlib import Path
 
+from benchmarks import common
+
 TRAIN_MIX = ("random:n_ops=30..80,levels=4..10", "chainmm:blocks=2", "ffnn:layers=2..5,blocks=2",
              "llama-block:blocks=2")
 HELD_OUT = ("random:n_ops=120,levels=12,seed=7", "ffnn:layers=8,blocks=2", "chainmm:blocks=3,k=4",
             "llama-layer:blocks=2", "paper/llama-block")
-FAST = {"progress": False, "tensorboard": False, "baselines": ("critical_path",), "baseline_seconds": 0.1,
-        "checkpoint_minutes": 60.0}
+DEFAULT_OUT = "out/bench_generalisation"
+FAST = {"logging": {"progress": False, "tensorboard": False}, "checkpoints": {"minutes": 60.0}}  # TrainArgs groups
+
+
+def _evaluation(k: int, held_out: tuple[str, ...] = ()) -> dict:
+    """The TrainArgs evaluation group of these runs: K sampled decodes, critical path in 0.1 s."""
+    return {"sample_decodes": k, "baselines": ("critical_path",), "baseline_seconds": 0.1, "held_out": held_out}
 
 
 def train_mix(minutes: float, k: int, seed: int, out: Path, recipe: str = "best", pool: int | None = 8) -> dict:
     from agents.training import TrainArgs, train
 
-    args = TrainArgs(graph="mix", graph_mix=TRAIN_MIX, graph_eval=HELD_OUT, devices=4, stages=("il", "sim"),
-                     budget_minutes=minutes, seed=seed, out=str(out), sample_decodes=k, recipe=recipe,
-                     mix_pool=pool, **FAST)
+    args = TrainArgs(graph="mix", mix={"graphs": TRAIN_MIX, "pool": pool}, devices=4, stages=("il", "sim"),
+                     budget_minutes=minutes, seed=seed, out=str(out), recipe=recipe,
+                     evaluation=_evaluation(k, HELD_OUT), **FAST)
     s = train(args)
     st = s["stages"]
     return {"held_out": s["held_out"], "mean_ratio": s["held_out_mean_ratio_to_critical_path"],
@@ -52,8 +59,8 @@ def finetune(spec_text: str, init: Path, episodes: int, k: int, seed: int, out: 
 
     spec = GraphSpec.parse(spec_text, "held-out")
     args = TrainArgs(graph=spec.name, graph_params=dict(spec.params), devices=4, stages=("sim",),
-                     sim_episodes=episodes, init=str(init), seed=seed, out=str(out), sample_decodes=k, recipe=recipe,
-                     **FAST)
+                     episodes={"sim": episodes}, init=str(init), seed=seed, out=str(out), recipe=recipe,
+                     evaluation=_evaluation(k), **FAST)
     t0 = time.perf_counter()
     s = train(args)
     return {"greedy": s["makespan"], "best_of_k": s["best_of_k"]["makespan"], "critical_path": s["critical_path"],
@@ -64,7 +71,8 @@ def on_devices(init: Path, devices: int, k: int, seed: int) -> list[dict]:
     from agents.training import Instance, TrainArgs, load_policy
     from agents.training.evaluate import held_out_rows
 
-    args = TrainArgs(graph="mix", graph_mix=TRAIN_MIX, graph_eval=HELD_OUT, devices=devices, seed=seed)
+    args = TrainArgs(graph="mix", mix={"graphs": TRAIN_MIX}, evaluation={"held_out": HELD_OUT}, devices=devices,
+                     seed=seed)
     inst = Instance.from_args(args)
     policy = load_policy(init, inst.sim_env())
     return held_out_rows(policy, inst, k, seed)
@@ -99,26 +107,31 @@ def report(results: dict) -> None:
                   f"| {r['greedy_ratio_to_critical_path']:.3f} | {r['best_of_k_ratio_to_critical_path']:.3f} |")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    p = common.parser(__doc__, out=DEFAULT_OUT)
     p.add_argument("--minutes", type=float, default=8.0, help="training budget on the mix (il + sim) [min]")
     p.add_argument("--finetune-episodes", type=int, default=16, help="sim episodes of fine-tuning per graph")
     p.add_argument("--k", type=int, default=32, help="sampled decodes of each policy")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--recipe", choices=("best", "doppler"), default="best",
                    help="training recipe (default best: search teacher per graph, structural inputs; doppler: the "
                    "published critical-path teacher, as measured before 2026-12-01)")
     p.add_argument("--pool", type=int, default=8, help="graphs per mix spec (the search targets are reused)")
-    p.add_argument("--out", default="out/bench_generalisation")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    fine_tuned = HELD_OUT
+    if args.smoke:  # the cheap teacher: the search teacher's evaluations per mix graph take minutes
+        args.minutes, args.finetune_episodes, args.k, args.pool, args.recipe = 0.1, 1, 2, 1, "doppler"
+        fine_tuned = HELD_OUT[:1]
+        if args.out == DEFAULT_OUT:  # keep a measured run's results apart from a smoke run's
+            args.out = "out/smoke/bench_generalisation"
+    common.start("bench_generalisation", args)
     import torch
 
     torch.set_num_threads(1)  # the decodes outside a Trainer too: more threads are much slower on a shared CPU
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
-    results = json.loads(path.read_text()) if path.is_file() else {}
+    results = json.loads(path.read_text()) if path.is_file() and not args.smoke else {}
 
     def save() -> None:
         path.with_suffix(".tmp").write_text(json.dumps(results, indent=1) + "\n")
@@ -135,12 +148,17 @@ def main() -> None:
     results["devices8"] = on_devices(ckpt, 8, args.k, args.seed)
     save()
     results.setdefault("finetune", {})
-    for i, spec in enumerate(HELD_OUT):
+    for i, spec in enumerate(fine_tuned):
         print(f"[{time.strftime('%H:%M:%S')}] fine-tuning on {spec} ...", flush=True)
         results["finetune"][spec] = finetune(spec, ckpt, args.finetune_episodes, args.k, args.seed, out / f"ft{i}",
                                                args.recipe)
         save()
     report(results)
+    if args.smoke:
+        common.finite_positive(results["mix"]["mean_ratio"], "the zero-shot greedy / critical path mean")
+        for part in (results["mix"]["held_out"], results["devices8"], list(results["finetune"].values())):
+            for r in part:
+                common.finite_positive(r["greedy"], f"a greedy decode's makespan in {r}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ track and enforce, side by side in one process.
 
 Run from the repository root::
 
-    python benchmarks/bench_memory.py            # 5 rounds
-    python benchmarks/bench_memory.py --rounds 3
+    python -m benchmarks.bench_memory            # 5 rounds
+    python -m benchmarks.bench_memory --rounds 3
+    python -m benchmarks.bench_memory --smoke    # one round of few calls
 
 Per case: one ``simulate`` call [us] under ``memory="off"``, ``"track"`` and ``"enforce"`` (median
 of blocks, minimum over rounds), their ratios to ``off``; and ``simulate_batch`` per assignment [us]
@@ -14,23 +15,14 @@ Memory never changes a time: the script also checks that the makespans agree.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import time
+import functools
 
 import numpy as np
 
 import doppler_gym as dg
-
-
-def median_block(fn, reps: int, blocks: int = 5) -> float:
-    out = []
-    for _ in range(blocks):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        out.append((time.perf_counter() - t0) / reps * 1e6)
-    return float(np.median(out))
+from benchmarks import common
+from benchmarks.common import median_block, side_by_side
 
 
 def _call(fn, graph, assignment, topology, config):
@@ -47,12 +39,16 @@ def cases() -> list[tuple[str, dg.DataflowGraph, dg.Topology | None, dg.SimConfi
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = common.parser(__doc__, writes=False)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=200, help="assignments per simulate_batch call")
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
+    args = parser.parse_args(argv)
+    reps = 200
+    if args.smoke:
+        args.rounds, args.batch, reps = 1, 8, 5
+    common.start("bench_memory", args)
+    rng = np.random.default_rng(args.seed)
     rows = []
     for label, graph, topology, config in cases():
         devices = topology.n_devices if topology is not None else (8 if "8gpu" in label else 4)
@@ -60,15 +56,14 @@ def main() -> None:
         one = batch[0].copy()
         modes = {m: dataclasses.replace(config, memory=m) for m in ("off", "track", "enforce")}
         spans = {m: dg.simulate(graph, one, topology=topology, config=c).makespan for m, c in modes.items()}
-        assert len(set(spans.values())) == 1, f"{label}: memory changed the makespan: {spans}"
-        best = {k: np.inf for k in ("off", "track", "enforce", "batch off", "batch enforce")}
-        for _ in range(args.rounds):
-            for m, c in modes.items():
-                best[m] = min(best[m], median_block(_call(dg.simulate, graph, one, topology, c), reps=200))
-            for m in ("off", "enforce"):
-                call = _call(dg.simulate_batch, graph, batch, topology, modes[m])
-                best[f"batch {m}"] = min(best[f"batch {m}"], median_block(call, reps=1, blocks=3) / args.batch)
-        rows.append((label, graph.n_ops, best))
+        common.check(len(set(spans.values())) == 1, f"{label}: memory changed the makespan: {spans}")
+        timings = {}  # label -> one timing [us]; side_by_side alternates them round by round
+        for m, c in modes.items():
+            timings[m] = functools.partial(median_block, _call(dg.simulate, graph, one, topology, c), reps)
+        for m in ("off", "enforce"):
+            call = _call(dg.simulate_batch, graph, batch, topology, modes[m])
+            timings[f"batch {m}"] = lambda call=call: median_block(call, reps=1, blocks=3) / args.batch
+        rows.append((label, graph.n_ops, side_by_side(timings, args.rounds)))
     print(f"{'case':<48}{'ops':>5}{'off':>9}{'track':>9}{'enforce':>9}{'x track':>9}{'x enf':>8}"
           f"{'batch off':>11}{'batch enf':>11}{'x':>7}")
     for label, n, b in rows:

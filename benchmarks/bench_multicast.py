@@ -2,9 +2,10 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_multicast.py                      # llama-layer on v100x8-dgx1, C = 1 and 2
-    python benchmarks/bench_multicast.py --graph ffnn --chunks 1 2 4
-    python benchmarks/bench_multicast.py --collectives --placements "round robin" "critical path"
+    python -m benchmarks.bench_multicast                      # llama-layer on v100x8-dgx1, C = 1 and 2
+    python -m benchmarks.bench_multicast --graph ffnn --chunks 1 2 4
+    python -m benchmarks.bench_multicast --collectives --placements "round robin" "critical path"
+    python -m benchmarks.bench_multicast --smoke              # a 40-op ffnn with collectives, C = 1, two placements
 
 For a few placements (single device, round robin, critical path, HEFT, two random ones) the table
 lists the makespan with ``SimConfig()`` (``multicast="p2p"``) and with
@@ -15,18 +16,20 @@ then per-destination delays of one 64 MiB output sent from device 0 to a few dev
 ``--collectives`` builds the graph with ``collectives=True`` (its partial-output sums become
 ``"allreduce"`` ops, timed as TE-CCL allreduces over their device groups under ``"teccl"``); the
 cost line then also counts the collective schedules. ``--placements`` keeps some placements only.
-Wall times depend on the machine and its load.
+Wall times depend on the machine and its load. Needs the ``solvers`` extra (OR-Tools CP-SAT).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
 from doppler_gym.sim.multicast import timer_for
+
+REQUIRES = ("ortools",)  # the solvers extra: TE-CCL's MILP
 
 
 def _fanouts(graph: dg.DataflowGraph, assignment: np.ndarray) -> int:
@@ -39,16 +42,19 @@ def _fanouts(graph: dg.DataflowGraph, assignment: np.ndarray) -> int:
     return count
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--graph", default="llama-layer")
+def main(argv: list[str] | None = None) -> None:
+    p = common.parser(__doc__, writes=False)
+    p.add_argument("--graph", default="llama-layer", help="a workload spec (NAME[:KEY=VALUE,...])")
     p.add_argument("--topology", default="v100x8-dgx1")
     p.add_argument("--chunks", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--collectives", action="store_true", help="build the graph with collectives=True")
     p.add_argument("--placements", nargs="+", default=None, help="placement names to keep (default: all)")
-    args = p.parse_args()
-    g = dg.workloads.make(args.graph, **({"collectives": True} if args.collectives else {}))
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.graph, args.chunks, args.collectives = "ffnn:layers=2,blocks=2", [1], True
+        args.placements = ["round robin", "critical path"]
+    common.start("bench_multicast", args)
+    g = dg.instances.resolve_graph(args.graph, {"collectives": True} if args.collectives else None)
     topo = dg.Topology.preset(args.topology)
     rng = np.random.default_rng(args.seed)
     placements = {
@@ -81,7 +87,10 @@ def main() -> None:
             dg.simulate(g, a, topology=topo, config=cfg)
         warm = time.perf_counter() - t0
         batch = dg.simulate_batch(g, np.stack(list(placements.values())), topology=topo, config=cfg)
-        assert np.allclose(batch, list(spans.values()), rtol=1e-12), "simulate_batch disagrees with simulate"
+        common.check(bool(np.allclose(batch, list(spans.values()), rtol=1e-12)),
+                     "simulate_batch disagrees with simulate")
+        for name, ms in spans.items():
+            common.finite_positive(ms, f"{name}: makespan under teccl C={c}")
         for name, ms in spans.items():
             rows[name].append(f" {ms * 1e3:10.3f}")
         costs.append(f"C={c}: {timer.solves - solves0} schedules solved, {timer.cache_size} cached; "

@@ -2,9 +2,10 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_pipeline.py                      # p=4, m=8, cap = 1F1B's peak
-    python benchmarks/bench_pipeline.py --evals 4000 --seed 1
-    python benchmarks/bench_pipeline.py --formulas           # bubble / work of each schedule vs its formula
+    python -m benchmarks.bench_pipeline                      # p=4, m=8, cap = 1F1B's peak
+    python -m benchmarks.bench_pipeline --evals 4000 --seed 1
+    python -m benchmarks.bench_pipeline --formulas           # bubble / work of each schedule vs its formula
+    python -m benchmarks.bench_pipeline --smoke              # 20 evaluations, then the formula table
 
 One training iteration of a 4-stage pipeline (``dg.workloads.build("pipeline", ...)``: 8 Llama layers of
 d_model 1024, 4 sequences of 2048 tokens per microbatch, bf16, Adam state as persistent memory) on
@@ -19,12 +20,12 @@ feasible under the cap.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
 
 MODEL = dict(stages=4, microbatches=8, layers=8, micro_batch=4, seq=2048, d_model=1024, n_heads=8, ffn_hidden=2816)
 
@@ -81,16 +82,20 @@ def formula_table() -> None:
             tr = dg.simulate(w.graph, w.assignment, topology=p, priorities=w.priorities, config=w.config)
             busy = tr.device_busy.max()
             formula = (p - 1) / (m * (v if s == "interleaved" else 3 if s == "zb-h1" else 1))
+            common.check(abs((tr.makespan - busy) / busy - formula) < 1e-9,
+                         f"{s} p={p} m={m} v={v}: bubble / work {(tr.makespan - busy) / busy} != formula {formula}")
             print(f"| {s} | {p} | {m} | {v} | {tr.makespan:g} | {(tr.makespan - busy) / busy:.6f} | "
                   f"{name} = {formula:.6f} |")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, writes=False)
     ap.add_argument("--evals", type=int, default=2000, help="hill-climb evaluations (default 2000)")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--formulas", action="store_true", help="print the bubble-formula table and stop")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.evals = 20
+    common.start("bench_pipeline", args)
     if args.formulas:
         formula_table()
         return
@@ -113,6 +118,8 @@ def main() -> None:
     orders, cost, evals = search(ref, topo, enforce, args.evals, args.seed)
     seconds = time.perf_counter() - t0
     _, tr = evaluate(ref, orders, topo, enforce)
+    common.check(tr is not None and tr.feasible and cost <= rows[2][1],
+                 f"the searched order ({cost}) is infeasible or worse than its start, 1F1B split ({rows[2][1]})")
     rows.append((f"searched order ({evals} evals, seed {args.seed}, {seconds:.0f} s)", tr.makespan, tr.memory.peak,
                  tr.feasible))
     print(f"cap = {cap / 2**20:.1f} MiB per device (1F1B's peak); p=4, m=8; unit ms / MiB\n")
@@ -126,6 +133,9 @@ def main() -> None:
     for d, ops in enumerate(orders):
         print(f"  device {d}: " + " ".join(ref.graph.names[o].split("[")[0] + ref.graph.names[o].split(",")[1][:-1]
                                         for o in ops))
+    if args.smoke:
+        print()
+        formula_table()
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@ decode time and memory against graph size.
 
 Run from the repository root (about 12-15 minutes; every search row is wall-clock bound)::
 
-    python benchmarks/bench_place.py --out out/bench_place            # both parts
-    python benchmarks/bench_place.py --part quality --budgets 2,5      # a smaller grid
-    python benchmarks/bench_place.py --part scale --sizes 250,1000,4000,20000
-    python benchmarks/bench_place.py --part starts --evals 20000      # local search from decodes vs heuristics
-    python benchmarks/bench_place.py --part headroom --evals 50000    # the best of 16 local searches
-    python benchmarks/bench_place.py --part oracle --evals 50000      # the best placement as the proposal
+    python -m benchmarks.bench_place --out out/bench_place            # quality and scale
+    python -m benchmarks.bench_place --part quality --budgets 2,5      # a smaller grid
+    python -m benchmarks.bench_place --part scale --sizes 250,1000,4000,20000
+    python -m benchmarks.bench_place --part starts --evals 20000      # local search from decodes vs heuristics
+    python -m benchmarks.bench_place --part headroom --evals 50000    # the best of 16 local searches
+    python -m benchmarks.bench_place --part oracle --evals 50000      # the best placement as the proposal
+    python -m benchmarks.bench_place --smoke --out out/smoke          # every part, one small instance
 
 1. **Quality** (``--part quality``), on graphs outside the policy's training mix (the held-out list
    of ``agents/pretrained/pretrained.json``: every paper graph, the llama-layer family, random DAGs
@@ -50,10 +51,12 @@ import subprocess
 import sys
 import time
 import warnings
-from math import nan
+from math import isfinite, nan
 from pathlib import Path
 
 from scipy.stats import gmean
+
+from benchmarks import common
 
 QUALITY = (  # (graph spec, topology): held out by agents/pretrained/pretrained.json
     ("paper/chainmm", 4), ("paper/ffnn", 4), ("paper/llama-layer", 4), ("paper/llama-block", 8),
@@ -66,14 +69,10 @@ QUALITY = (  # (graph spec, topology): held out by agents/pretrained/pretrained.
 
 
 def build(spec: str):
+    """The graph of an instance spec (``"paper/ffnn"``, ``"random:n_ops=600,levels=30,seed=11"``)."""
     import doppler_gym as dg
 
-    name, _, params = spec.partition(":")
-    kw = {}
-    for part in filter(None, params.split(",")):
-        k, _, v = part.partition("=")
-        kw[k] = int(v) if v.lstrip("-").isdigit() else float(v)
-    return dg.instances.resolve_graph(name, kw or None)
+    return dg.instances.resolve_graph(spec)
 
 
 def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path: str | None = None) -> list[dict]:
@@ -219,50 +218,57 @@ def oracle(quality_rows: list[dict], islands: int, evals: int, seed: int, instan
                "share": share, "smoothing": smoothing, "search": {}}
         for budget, n in plain_evals[(spec, topo.name)].items():
             plain, guided = (dg.baselines.local_search(g, topo, config, seed=seed, seconds=None, max_evals=n, **kw)
-                             for kw in ({}, {"proposal": proposal, "proposal_share": share}))
+                             for kw in ({}, {"research": dg.baselines.LocalSearchResearch(proposal=proposal,
+                                                                                         proposal_share=share)}))
             row["search"][budget] = {"evals": n, "plain": plain.makespan, "oracle": guided.makespan}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
 
 
-SCALE_SCRIPT = r"""
-import json, resource, sys, time
-import numpy as np
-import torch
-torch.set_num_threads(1)
-import doppler_gym as dg
-from agents import pretrained
-from agents.decode import DirectDecoder
-n, env_max = int(sys.argv[1]), int(sys.argv[2])
-g = dg.workloads.make("random", n_ops=n, levels=max(4, n // 25), skip_prob=0.0, seed=1)
-policy = pretrained.load_policy()
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-t, c = time.perf_counter(), time.process_time()
-dec = DirectDecoder(policy, g, 4)
-out = dec.run()
-total, cpu = time.perf_counter() - t, time.process_time() - c
-rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-row = {"n_ops": n, "n_edges": g.n_edges, "static_seconds": dec.static_seconds, "steps_seconds": out.seconds,
-       "decode_seconds": total, "decode_cpu_seconds": cpu, "rss_before_mb": rss0, "rss_peak_mb": rss1}
-if n <= env_max:
-    import gymnasium as gym
-    from agents.training.rollout import decode as env_decode
-    env = gym.make("Doppler-Sim-v0", graph=g, topology=4, disable_env_checker=True)
-    p = policy.transfer_to(env)
+def scale_one(n: int, env_max: int) -> dict:
+    """One size of the scale part, meant to run alone in a fresh process (``--scale-one N``): the direct
+    decode of a random layered DAG of ``n`` ops on 4 devices (wall-clock and CPU seconds, peak RSS
+    before and after it [MB]) and, up to ``env_max`` ops, the env decode of the same policy."""
+    import resource
+
+    import numpy as np
+    import torch
+
+    import doppler_gym as dg
+    from agents import pretrained
+    from agents.decode import DirectDecoder
+
+    torch.set_num_threads(1)
+    g = dg.workloads.make("random", n_ops=n, levels=max(4, n // 25), skip_prob=0.0, seed=1)
+    policy = pretrained.load_policy()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t, c = time.perf_counter(), time.process_time()
-    info = env_decode(p, env, greedy=True, seed=0)
-    row["env_decode_seconds"], row["env_decode_cpu_seconds"] = time.perf_counter() - t, time.process_time() - c
-    row["same_assignment"] = bool(np.array_equal(info["assignment"], out.assignments[0]))
-print(json.dumps(row))
-"""
+    dec = DirectDecoder(policy, g, 4)
+    out = dec.run()
+    total, cpu = time.perf_counter() - t, time.process_time() - c
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row = {"n_ops": n, "n_edges": g.n_edges, "static_seconds": dec.static_seconds, "steps_seconds": out.seconds,
+           "decode_seconds": total, "decode_cpu_seconds": cpu, "rss_before_mb": rss0, "rss_peak_mb": rss1}
+    if n <= env_max:
+        import gymnasium as gym
+
+        from agents.training.rollout import decode as env_decode
+
+        env = gym.make("Doppler-Sim-v0", graph=g, topology=4, disable_env_checker=True)
+        p = policy.transfer_to(env)
+        t, c = time.perf_counter(), time.process_time()
+        info = env_decode(p, env, greedy=True, seed=0)
+        row["env_decode_seconds"], row["env_decode_cpu_seconds"] = time.perf_counter() - t, time.process_time() - c
+        row["same_assignment"] = bool(np.array_equal(info["assignment"], out.assignments[0]))
+    return row
 
 
 def scale(sizes: list[int], env_max: int) -> list[dict]:
     rows = []
     for n in sizes:
-        proc = subprocess.run([sys.executable, "-c", SCALE_SCRIPT, str(n), str(env_max)], capture_output=True,
-                              text=True, check=False)
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_place", "--scale-one", str(n),
+                               "--env-max", str(env_max)], capture_output=True, text=True, check=False, cwd=common.ROOT)
         if proc.returncode != 0:
             print(proc.stderr[-2000:], file=sys.stderr)
             continue
@@ -455,9 +461,30 @@ def report(results: dict) -> None:
                   f"{r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} |")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="out/bench_place")
+DEFAULT_OUT = "out/bench_place"
+SMOKE_INSTANCES = [("random:n_ops=60,levels=6,seed=11", 4)]  # --smoke: one small instance for every part
+
+
+def smoke_checks(results: dict) -> None:
+    """The outputs of a ``--smoke`` run are sane: finite makespans, the direct and env decodes agree."""
+    for r in results["quality"]:
+        for key in ("critical_path", "heft", "greedy"):
+            common.finite_positive(r[key], f"quality {r['graph']}: {key}")
+        for budget, cell in r["search"].items():
+            for key in ("local_search", "guided", "raced_heuristics"):
+                common.finite_positive(cell[key], f"quality {r['graph']} at {budget} s: {key}")
+    common.check(len(results["scale"]) == 1 and results["scale"][0].get("same_assignment") is True,
+                 f"scale: the direct and the env decode should place alike: {results['scale']}")
+    for part in ("starts", "headroom", "oracle"):
+        common.check(len(results[part]) == 1, f"{part}: {len(results[part])} rows for one instance")
+    common.check(all(isfinite(v) for k, v in results["starts"][0].items() if k.startswith(("from_", "split", "race"))),
+                 f"starts: a makespan is not finite: {results['starts'][0]}")
+    common.check(results["headroom"][0]["best"] >= results["headroom"][0]["lower_bound"] * (1 - 1e-9),
+                 "headroom: the best placement is below the lower bound")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, out=DEFAULT_OUT)
     ap.add_argument("--part", choices=("quality", "scale", "starts", "headroom", "oracle", "both"), default="both")
     ap.add_argument("--islands", type=int, default=16,
                     help="headroom, oracle: independent local searches per instance for the best placement")
@@ -467,7 +494,6 @@ def main() -> None:
     ap.add_argument("--budgets", default="2,5,20", help="search budgets [s], comma-separated")
     ap.add_argument("--sizes", default="250,1000,4000,20000")
     ap.add_argument("--env-max", type=int, default=1000, help="largest graph also decoded through the env")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--policy", help="a policy checkpoint (default: the shipped agents/pretrained one)")
     ap.add_argument("--only", help="only the instances whose graph spec contains this text")
     ap.add_argument("--report", action="store_true", help="reprint the tables of OUT/results.json")
@@ -475,7 +501,16 @@ def main() -> None:
                     help="guided against plain over several quality runs (one seed each), with the noise")
     ap.add_argument("--best-from", metavar="DIR,DIR,..",
                     help="with --seeds-report: also count the best placements of these headroom/oracle runs")
-    args = ap.parse_args()
+    ap.add_argument("--scale-one", type=int, metavar="N", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.scale_one is not None:  # one size of the scale part, in the fresh process scale() starts
+        print(json.dumps(scale_one(args.scale_one, args.env_max)))
+        return
+    if args.smoke:
+        args.budgets, args.sizes, args.env_max, args.evals, args.islands, args.max_ops = "0.3", "60", 60, 200, 2, 60
+        if args.out == DEFAULT_OUT:  # keep a measured run's results apart from a smoke run's
+            args.out = "out/smoke/bench_place"
+    common.start("bench_place", args)
     if args.seeds_report:
         dirs = [Path(d) for d in args.seeds_report.split(",")]
         runs = [json.loads((d / "results.json").read_text()) for d in dirs]
@@ -495,8 +530,8 @@ def main() -> None:
         report(json.loads(path.read_text()))
         return
     out.mkdir(parents=True, exist_ok=True)
-    results = json.loads(path.read_text()) if path.exists() else {}
-    instances = [q for q in QUALITY if args.only is None or args.only in q[0]]
+    results = json.loads(path.read_text()) if path.exists() and not args.smoke else {}
+    instances = [q for q in (SMOKE_INSTANCES if args.smoke else QUALITY) if args.only is None or args.only in q[0]]
     if args.part in ("scale", "both"):
         results["scale"] = scale([int(x) for x in args.sizes.split(",")], args.env_max)
         path.write_text(json.dumps(results, indent=1))
@@ -506,20 +541,22 @@ def main() -> None:
         torch.set_num_threads(1)
         results["quality"] = quality([float(x) for x in args.budgets.split(",")], args.seed, instances, args.policy)
         path.write_text(json.dumps(results, indent=1))
-    if args.part == "starts":
+    if args.part == "starts" or args.smoke:
         results["starts"] = starts(args.evals, args.seed, instances, args.policy, args.max_ops)
         path.write_text(json.dumps(results, indent=1))
-    if args.part == "oracle":
+    if args.part == "headroom" or args.smoke:
+        results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
+        path.write_text(json.dumps(results, indent=1))
+    if args.part == "oracle" or args.smoke:
         if "quality" not in results:
             sys.exit(f"bench_place: --part oracle takes plain local search's evaluations from {path}'s quality "
                      "results; run --part quality with this --out first (or copy its results.json there)")
         results["oracle"] = oracle(results["quality"], args.islands, args.evals, args.seed, instances, args.max_ops,
                                    results.get("headroom", []))
         path.write_text(json.dumps(results, indent=1))
-    if args.part == "headroom":
-        results["headroom"] = headroom(args.islands, args.evals, args.seed, instances, args.max_ops)
-        path.write_text(json.dumps(results, indent=1))
     report(results)
+    if args.smoke:
+        smoke_checks(results)
 
 
 if __name__ == "__main__":

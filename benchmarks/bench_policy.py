@@ -2,9 +2,10 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_policy.py                       # paper/llama-layer, 4 devices, 8 envs
-    python benchmarks/bench_policy.py --n-envs 1 --batch-size 64 --n-epochs 10
-    python benchmarks/bench_policy.py --graph paper/ffnn --profile
+    python -m benchmarks.bench_policy                       # paper/llama-layer, 4 devices, 8 envs
+    python -m benchmarks.bench_policy --n-envs 1 --batch-size 64 --n-epochs 10
+    python -m benchmarks.bench_policy --graph paper/ffnn --profile
+    python -m benchmarks.bench_policy --smoke               # paper/chainmm, 1 env, one short cycle
 
 An episode of ``paper/llama-layer`` is ``2 * 229 = 458`` env steps. One cycle collects
 ``n_steps * n_envs`` steps (``DummyVecEnv``), then runs ``n_epochs`` passes of minibatches of
@@ -16,9 +17,7 @@ the update (its share: update time * 458 / steps per cycle) and their sum, again
 
 from __future__ import annotations
 
-import argparse
 import cProfile
-import platform
 import pstats
 import time
 
@@ -29,12 +28,13 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import doppler_gym  # noqa: F401  (registers the env ids)
 from agents.policy import DopplerPolicy
+from benchmarks import common
 
 TARGET = 0.5  # seconds per episode
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, writes=False)
     ap.add_argument("--graph", default="paper/llama-layer")
     ap.add_argument("--devices", type=int, default=4)
     ap.add_argument("--n-envs", type=int, default=8)
@@ -49,8 +49,13 @@ def main() -> None:
     ap.add_argument("--n-layers", type=int, default=4)
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--profile", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.graph, args.n_envs, args.n_steps, args.batch_size = "paper/chainmm", 1, 64, 32
+        args.n_epochs, args.cycles = 1, 1
+        args.hidden_dim, args.n_layers, args.head_dim = 16, 1, 16
     torch.set_num_threads(args.threads)
+    common.start("bench_policy", args)
 
     def make():
         return gym.make(
@@ -70,7 +75,7 @@ def main() -> None:
         n_steps=args.n_steps,
         batch_size=args.batch_size,
         n_epochs=args.n_epochs,
-        seed=0,
+        seed=args.seed,
         device="cpu",
         policy_kwargs={"hidden_dim": args.hidden_dim, "n_layers": args.n_layers, "head_dim": args.head_dim},
     )
@@ -105,9 +110,9 @@ def main() -> None:
     episodes = steps / episode
     rollout, update = timings["rollout"] / episodes, timings["update"] / episodes
     n_params = sum(p.numel() for p in model.policy.parameters())
-    print(
-        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} thread(s)"
-    )
+    common.finite_positive(rollout, "rollout seconds per episode")
+    common.finite_positive(update, "update seconds per episode")
+    print(f"torch {torch.__version__}, {args.threads} thread(s)")
     print(f"{args.graph} on {args.devices} devices: episode = {episode} steps; policy {n_params} parameters")
     print(
         f"n_envs={args.n_envs} n_steps={args.n_steps} batch_size={args.batch_size} n_epochs={args.n_epochs}: "

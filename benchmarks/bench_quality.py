@@ -3,10 +3,11 @@
 Run from the repository root (long: about ``len(graphs) x (minutes + 2 x ablation-minutes +
 2 x baseline-minutes)`` plus evaluation; run it in the background and read the log)::
 
-    nice -n 5 python benchmarks/bench_quality.py --minutes 5 --ablation-minutes 2 > out/bench_quality.log 2>&1
-    python benchmarks/bench_quality.py --report          # the table from out/bench_quality/results.json
-    python benchmarks/bench_quality.py --only doppler --minutes 6 --out out/bq_search --train-json \
+    nice -n 5 python -m benchmarks.bench_quality --minutes 5 --ablation-minutes 2 > out/bench_quality.log 2>&1
+    python -m benchmarks.bench_quality --report          # the table from out/bench_quality/results.json
+    python -m benchmarks.bench_quality --only doppler --minutes 6 --out out/bq_search --train-json \
         '{"recipe": "best"}'   # the default recipe of doppler train: imitating a search placement
+    python -m benchmarks.bench_quality --smoke           # paper/chainmm, seconds per method
 
 Per graph (paper/chainmm, paper/ffnn, paper/llama-block, paper/llama-layer; 4 devices; the reference
 simulator, paper units):
@@ -34,7 +35,6 @@ after every method (a killed run keeps what it finished; ``--report`` prints the
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -42,8 +42,10 @@ import time
 from pathlib import Path
 
 import doppler_gym as dg
+from benchmarks import common
 from doppler_gym import baselines
 
+DEFAULT_OUT = "out/bench_quality"
 GRAPHS = ("paper/chainmm", "paper/ffnn", "paper/llama-block", "paper/llama-layer")
 PAPER_BEST = {"paper/chainmm": 1200.1, "paper/ffnn": 64.2, "paper/llama-block": 167.1, "paper/llama-layer": 156.6}
 """The DOPPLER paper's best known makespans (paper units, 4 devices)."""
@@ -56,9 +58,12 @@ TARGET = 1.05  # within 5 % of the best known
 def run_doppler(graph: str, minutes: float, learn: str, k: int, seed: int, out: Path, extra: dict) -> dict:
     from agents.training import TrainArgs, train
 
-    args = TrainArgs(graph=graph, devices=DEVICES, stages=("il", "sim"), budget_minutes=minutes, learn=learn,
-                     seed=seed, out=str(out), sample_decodes=k, baselines=("critical_path",), baseline_seconds=0.1,
-                     progress=False, tensorboard=False, checkpoint_minutes=60.0, **{"recipe": "doppler", **extra})
+    args = TrainArgs.from_settings({
+        "graph": graph, "devices": DEVICES, "stages": ("il", "sim"), "budget_minutes": minutes, "learn": learn,
+        "seed": seed, "out": str(out), "evaluation": {"sample_decodes": k, "baselines": ("critical_path",),
+                                                      "baseline_seconds": 0.1},
+        "logging": {"progress": False, "tensorboard": False}, "checkpoints.minutes": 60.0, "recipe": "doppler",
+        **extra})
     s = train(args)
     st = s["stages"]
     ckpt = s.get("best_checkpoint") or best_checkpoint(graph, learn, k, seed, out)
@@ -177,37 +182,42 @@ def report(results: dict) -> None:
                       f"| {fmt(d.get('seconds_per_episode'), 3)} | | | |")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    p = common.parser(__doc__, out=DEFAULT_OUT)
     p.add_argument("--graphs", nargs="+", default=list(GRAPHS))
     p.add_argument("--minutes", type=float, default=5.0, help="DOPPLER budget per graph (il + sim) [min]")
     p.add_argument("--ablation-minutes", type=float, default=2.0, help="budget of each ablation run [min]")
     p.add_argument("--baseline-minutes", type=float, default=2.0, help="Placeto / GDP budget [min]")
     p.add_argument("--search-seconds", type=float, default=20.0, help="local search budget [s]")
     p.add_argument("--k", type=int, default=64, help="sampled decodes of each final policy")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", nargs="+", default=["heuristics", "doppler", "sel", "plc", "placeto", "gdp"])
     p.add_argument("--train-json", default="{}",
-                   help="extra TrainArgs fields of the DOPPLER and ablation runs, as JSON "
+                   help="extra TrainArgs settings by key (rl.lr, imitation.teacher, ...) of the DOPPLER and "
+                   "ablation runs, as JSON "
                    "(e.g. '{\"policy_kwargs\": {\"id_features\": 16}}')")
-    p.add_argument("--out", default="out/bench_quality")
     p.add_argument("--report", action="store_true", help="print the tables of the saved results and stop")
     p.add_argument("--post", action="store_true", help="decode the best checkpoints of saved runs lacking them, "
                    "print the tables and stop")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.graphs, args.minutes, args.ablation_minutes, args.baseline_minutes = ["paper/chainmm"], 0.05, 0.05, 0.02
+        args.search_seconds, args.k = 0.3, 2
+        if args.out == DEFAULT_OUT:  # keep a measured run's results apart from a smoke run's
+            args.out = "out/smoke/bench_quality"
+    common.start("bench_quality", args)
     try:
         extra = json.loads(args.train_json)
     except json.JSONDecodeError as exc:
         p.error(f"--train-json is not valid JSON ({exc}); give an object such as '{{\"algo\": \"reinforce\"}}'")
     if not isinstance(extra, dict):
-        p.error("--train-json must be a JSON object of TrainArgs fields")
+        p.error("--train-json must be a JSON object of TrainArgs settings by key (e.g. {\"rl.lr\": 1e-4})")
     import torch
 
     torch.set_num_threads(1)  # the decodes outside a Trainer too: more threads are much slower on a shared CPU
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
-    results = load(path)
+    results = {} if args.smoke else load(path)
     if args.post:  # decode the best checkpoints of finished runs that lack them
         for graph, r in results.items():
             for method in ("doppler", "sel", "plc"):
@@ -238,6 +248,13 @@ def main() -> None:
             print(f"    {json.dumps(r[method])}", flush=True)
             save(path, results)
     report(results)
+    if args.smoke:
+        for graph, r in results.items():
+            bound = r["heuristics"]["lower_bound"]
+            for method, key in (("heuristics", "critical_path"), ("heuristics", "local_search"), ("doppler", "greedy"),
+                                ("sel", "greedy"), ("plc", "greedy"), ("placeto", "makespan"), ("gdp", "makespan")):
+                value = common.finite_positive(r[method][key], f"{graph} {method}: {key}")
+                common.check(value >= bound * (1 - 1e-9), f"{graph} {method}: {key} {value} below the bound {bound}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 Run from the repository root (needs ``pip install 'doppler-gym[ray]'``)::
 
-    python benchmarks/bench_ray.py                 # a local Ray instance with 2 CPUs (about 3 minutes)
-    python benchmarks/bench_ray.py --quick         # smaller tasks (about a minute)
-    python benchmarks/bench_ray.py --ray auto      # on the cluster `ray start --head` made
+    python -m benchmarks.bench_ray                 # a local Ray instance with 2 CPUs (about 3 minutes)
+    python -m benchmarks.bench_ray --quick         # smaller tasks (about a minute)
+    python -m benchmarks.bench_ray --ray auto      # on the cluster `ray start --head` made
+    python -m benchmarks.bench_ray --smoke         # 2 tiny tasks, 2 envs, 5 vector steps
 
 Part 1, tasks (``doppler_gym.parallel.map_tasks``): the round trip of an empty task, then a search
 grid (``island_search`` islands: ``local_search`` runs of ``--evals`` evaluations on paper/llama-layer)
@@ -29,39 +30,32 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import time
 
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
+from benchmarks.common import best_time
 from doppler_gym.parallel import island_search, map_tasks
+
+REQUIRES = ("ray",)  # the ray extra
 
 
 def _noop(x: int) -> int:
     return x
 
 
-def _timed(fn, repeats: int = 1) -> tuple[float, object]:
-    best, out = math.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def bench_tasks(args: argparse.Namespace) -> dict[str, float]:
     print("\n== Part 1: tasks (map_tasks) ==")
-    n = 200
-    map_tasks(_noop, range(8), args.ray)  # warm the workers
-    t_noop, _ = _timed(lambda: map_tasks(_noop, range(n), args.ray), 3)
+    n = 20 if args.smoke else 200
+    common.check(map_tasks(_noop, range(8), args.ray) == list(range(8)), "map_tasks(_noop) changed its inputs")
+    t_noop, _ = best_time(lambda: map_tasks(_noop, range(n), args.ray), 3)
     o = t_noop / n
     print(f"  empty task round trip: {1e3 * o:.2f} ms per task ({n} tasks in {t_noop:.2f} s, best of 3)")
 
     g = dg.load_graph("paper/llama-layer")  # its searches do not reach the lower bound (no early stop)
-    kw = {"islands": args.islands, "max_evals": args.evals, "seed": 0}
+    kw = {"islands": args.islands, "max_evals": args.evals, "seed": args.seed}
     warm = {**kw, "max_evals": 256}
     island_search(g, 4, **warm)  # compile and warm the caches here and in every worker before timing
     for cpus in (2.0, 1.0):
@@ -72,15 +66,16 @@ def bench_tasks(args: argparse.Namespace) -> dict[str, float]:
 
     threads = numba.get_num_threads()
     with numba_threads(1):  # as each Ray worker runs (connect() sets NUMBA_NUM_THREADS=1 there)
-        t_local, local = _timed(lambda: island_search(g, 4, **kw), 2)
-    t_threads, _ = _timed(lambda: island_search(g, 4, **kw), 2)
+        t_local, local = best_time(lambda: island_search(g, 4, **kw), 2)
+    t_threads, _ = best_time(lambda: island_search(g, 4, **kw), 2)
     rows = {"this process": t_local, f"this process, {threads} Numba threads": t_threads}
     results = {}
     for label, cpus in (("Ray, 1 task at a time", 2.0), ("Ray, 2 tasks at a time", 1.0)):
-        rows[label], results[label] = _timed(lambda cpus=cpus: island_search(g, 4, **kw, ray_address=args.ray,
+        rows[label], results[label] = best_time(lambda cpus=cpus: island_search(g, 4, **kw, ray_address=args.ray,
                                                                              task_cpus=cpus), 2)
     same = all(p.makespan == local.makespan and np.array_equal(p.assignment, local.assignment)
                for p in results.values())
+    common.check(same, "the search grid's results differ between this process and Ray")
     t_task = t_local / args.islands
     print(f"  search grid: {args.islands} islands x {args.evals:,} evaluations on paper/llama-layer, 4 devices "
           f"(one task {t_task:.2f} s in this process with 1 Numba thread; best of 2 runs each); "
@@ -128,7 +123,7 @@ def bench_rollouts(args: argparse.Namespace) -> dict[str, float]:
             masks = obs["action_mask"].astype(bool)
             obs, _, _, _ = venv.step(np.array([rng.choice(np.flatnonzero(m)) for m in masks]))
             steps += 1
-        out[label] = (time.perf_counter() - t0) / steps
+        out[label] = common.finite_positive((time.perf_counter() - t0) / steps, f"{label}: seconds per step")
         venv.close()
         print(f"    {label:<28}{1e3 * out[label]:>8.2f} ms per vector step ({args.envs} env steps)")
     e = out["DummyVecEnv (this process)"] / args.envs
@@ -144,8 +139,8 @@ def bench_rollouts(args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = common.parser(__doc__, writes=False)
     parser.add_argument("--ray", default="local", metavar="ADDRESS", help="Ray cluster (default: a local instance)")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of a local instance (default 2)")
     parser.add_argument("--islands", type=int, default=4, help="tasks of the search grid")
@@ -153,13 +148,15 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=8, help="envs of the rollout part")
     parser.add_argument("--steps", type=int, default=200, help="vector steps timed per vector env")
     parser.add_argument("--quick", action="store_true", help="smaller tasks and fewer steps")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.evals, args.steps = 10_000, 60
+    if args.smoke:
+        args.islands, args.evals, args.envs, args.steps = 2, 300, 2, 5
     import ray
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}, ray {ray.__version__}")
+    common.start("bench_ray", args)
+    print(f"ray {ray.__version__}")
     t0 = time.perf_counter()
     if args.ray == "local" and not ray.is_initialized():
         from doppler_gym.parallel import connect

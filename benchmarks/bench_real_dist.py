@@ -1,8 +1,9 @@
 """Gloo (or NCCL) transfer times of the torch.distributed real backend vs the simulator's link model.
 
-    python benchmarks/bench_real_dist.py                       # 2 Gloo ranks on this host
-    python benchmarks/bench_real_dist.py --devices nccl:0,1    # two GPUs, NCCL
-    python benchmarks/bench_real_dist.py --json out/bench_real_dist.json
+    python -m benchmarks.bench_real_dist                       # 2 Gloo ranks on this host
+    python -m benchmarks.bench_real_dist --devices nccl:0,1    # two GPUs, NCCL
+    python -m benchmarks.bench_real_dist --out out/bench_real_dist
+    python -m benchmarks.bench_real_dist --smoke               # 2 Gloo ranks, three sizes, one chain each
 
 A chain of synthetic ops alternates between rank 0 and rank 1, so each edge is one point-to-point
 transfer (``isend`` on the producer's rank, ``irecv`` on the consumer's) of a chosen size. Per
@@ -21,13 +22,12 @@ measured makespan. With ``--compare-threads`` the same chain runs on the threade
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+
+from benchmarks import common
 
 SIZES = (4e3, 64e3, 1e6, 4e6, 16e6)  # [B]
 
@@ -99,8 +99,8 @@ def fit(result: dict, relative: bool = False) -> dict:
             "predicted_s": pred.tolist(), "relative_error": (np.abs(pred - y) / y).tolist()}
 
 
-def held_out(devices: str, model: dict, op_time_s: float, seed: int = 0) -> dict:
-    """A chain of mixed sizes: simulated on the fitted link model vs measured (median of 3)."""
+def held_out(devices: str, model: dict, op_time_s: float, seed: int = 0, repeats: int = 3) -> dict:
+    """A chain of mixed sizes: simulated on the fitted link model vs measured (median of ``repeats``)."""
     import doppler_gym as dg
     from envs_real import RealBackend
 
@@ -108,7 +108,7 @@ def held_out(devices: str, model: dict, op_time_s: float, seed: int = 0) -> dict
     sizes = list(np.exp(rng.uniform(np.log(8e3), np.log(8e6), 12)))
     g = chain_graph(sizes, "p2p-held-out")
     assign = np.arange(g.n_ops) % 2
-    be = RealBackend(devices, repeats=3, warmup=1, synthetic_scale=1.0, max_estimated_seconds=None)
+    be = RealBackend(devices, repeats=repeats, warmup=1, synthetic_scale=1.0, max_estimated_seconds=None)
     tr = be.execute(g, dg.Topology.uniform(2), assign)
     topo = dg.Topology.uniform(2, speed=1.0, bandwidth=model["bandwidth_Bps"], latency=model["latency_s"])
     timed = dg.DataflowGraph(src=g.src, dst=g.dst, flops=np.full(g.n_ops, op_time_s), out_bytes=g.out_bytes,
@@ -130,30 +130,38 @@ def report(name: str, res: dict, f: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = common.parser(__doc__)
     p.add_argument("--devices", default="gloo:2", help="two ranks: gloo:2 or nccl:0,1")
     p.add_argument("--reps", type=int, default=5, help="chains per size (medians)")
     p.add_argument("--compare-threads", action="store_true", help="also the threaded backend (cpu:2)")
-    p.add_argument("--json", default="", help="write the figures here")
     a = p.parse_args(argv)
+    sizes, repeats = SIZES, 3
+    if a.smoke:
+        sizes, a.reps, repeats = SIZES[:3], 1, 1
+    common.start("bench_real_dist", a)
     from envs_real.distributed import shutdown
 
-    out: dict = {"machine": "see docs/results/real_distributed.md", "runs": {}}
+    out: dict = {"runs": {}}
     try:
         t0 = time.perf_counter()
-        res = measure(a.devices, SIZES, a.reps)
+        res = measure(a.devices, sizes, a.reps)
         f, fr = fit(res), fit(res, relative=True)
         report("torch.distributed, least-squares fit", res, f)
         report("torch.distributed, relative fit", res, fr)
         hos = {}
         for label, model in (("least-squares", f), ("relative", fr)):
-            ho = hos[label] = held_out(a.devices, model, res["op_time_s"])
+            ho = hos[label] = held_out(a.devices, model, res["op_time_s"], a.seed, repeats)
             print(f"held-out mixed-size chain ({label} fit): simulated {ho['simulated_s'] * 1e3:.2f} ms, measured "
                   f"{ho['measured_s'] * 1e3:.2f} ms, relative error "
                   f"{ho['relative_error']:.1%}" if ho["relative_error"] is not None else f"failed: {ho['error']}")
         out["runs"][a.devices] = {"measure": res, "fit": f, "fit_relative": fr, "held_out": hos}
+        if a.smoke:
+            for name, value in (("transfer", min(res["transfer_s"])), ("delay", min(res["delay_s"])),
+                                ("fitted bandwidth", f["bandwidth_Bps"])):
+                common.finite_positive(value, f"{a.devices}: {name}")
+            common.check(all(ho["error"] is None for ho in hos.values()), f"held-out chain failed: {hos}")
         if a.compare_threads:
-            res_t = measure("cpu:2", SIZES, a.reps)
+            res_t = measure("cpu:2", sizes, a.reps)
             f_t, fr_t = fit(res_t), fit(res_t, relative=True)
             report("threads (clone per transfer), least-squares fit", res_t, f_t)
             report("threads (clone per transfer), relative fit", res_t, fr_t)
@@ -161,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ntotal {time.perf_counter() - t0:.1f} s")
     finally:
         shutdown()
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(out, indent=1))
+    common.write_results(a.out, "bench_real_dist", a, out)
     return 0
 
 

@@ -2,14 +2,15 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_sim.py            # full run (about a minute)
-    python benchmarks/bench_sim.py --quick    # fewer repetitions (a few seconds)
+    python -m benchmarks.bench_sim            # full run (about a minute)
+    python -m benchmarks.bench_sim --quick    # fewer repetitions (a few seconds)
+    python -m benchmarks.bench_sim --smoke    # tiny counts, 1k ops at most; SimPy and simulate must agree
 
 Part 1, the six DOPPLER paper graphs (D = 4, or 8 for the ``-8gpu`` graphs), measured back to back
 on the same random assignments, in interleaved rounds (one SimPy call, then a slice of the single
 calls, every few rounds a batch) so that a change in machine load hits both sides alike:
 
-* SimPy: the test oracle ``tests/doppler_gym/sim/simpy_port.py`` (the authors' event structure on
+* SimPy: the reference oracle ``doppler_gym.sim.simpy_reference`` (the authors' event structure on
   the real ``simpy`` package), median time per call;
 * ``dg.simulate(..., config=SimConfig.reference())``: median time of a single call, Python call
   overhead and ``Trace`` construction included;
@@ -39,24 +40,17 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 
 import numba
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
 from doppler_gym.graph.io import PAPER_EXPERIMENTS, load_graph
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.sim.simpy_reference import simpy_makespan
 from doppler_gym.sim.threads import numba_threads
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the SimPy oracle is the test suite's (tests/ is a package)
-    sys.path.insert(0, str(ROOT))
-from tests.doppler_gym.sim.simpy_port import simpy_makespan  # noqa: E402
 
 PAPER_GRAPHS = PAPER_EXPERIMENTS
 TARGET_SINGLE = 500.0  # SimPy time / simulate time, per call
@@ -153,6 +147,10 @@ def bench_paper(args: argparse.Namespace) -> None:
                 t0 = time.perf_counter()
                 dg.simulate_batch(g, batch, config=REFERENCE)
                 batch_times.append((time.perf_counter() - t0) / args.batch)
+        if args.smoke:
+            for a in rows[: args.simpy_calls]:
+                ours, theirs = dg.simulate(g, a, config=REFERENCE).makespan, simpy_makespan(g, a)
+                common.check(ours == theirs, f"{name}: simulate {ours!r} != SimPy {theirs!r} on one assignment")
         t_simpy = float(np.median(simpy_times))
         t_single = float(np.median(single_times))
         t_batch = float(np.median(batch_times))
@@ -171,7 +169,7 @@ def bench_paper(args: argparse.Namespace) -> None:
 
 
 def bench_scaling(args: argparse.Namespace) -> None:
-    sizes = (1_000, 10_000, 100_000)
+    sizes = (1_000,) if args.smoke else (1_000, 10_000, 100_000)
     reps = {1_000: args.scale_reps * 10, 10_000: args.scale_reps * 3, 100_000: args.scale_reps}
     n_devices = 4
     print(
@@ -191,7 +189,7 @@ def bench_scaling(args: argparse.Namespace) -> None:
         for mode, config in (("general", GENERAL), ("reference", REFERENCE)):
             dg.simulate(g, assigns[0][0], config=config)  # warm up on this graph
             t = _median_call_time(functools.partial(dg.simulate, g, config=config), assigns)
-            ns = t * 1e9 / (g.n_ops + g.n_edges)
+            ns = common.finite_positive(t, f"simulate time at {n} ops ({mode})") * 1e9 / (g.n_ops + g.n_edges)
             verdict = _verdict(ns <= TARGET_NS) if n == 100_000 else ""
             print(
                 f"{n:>8}{g.n_edges:>9}  {mode:<10}{reps[n]:>6}  {t * 1e3:>9.3f}  {ns:>12.1f}  {verdict:>6}"
@@ -283,6 +281,7 @@ def bench_floor(args: argparse.Namespace) -> None:
         scaling = t_exact / float(np.median(parallel_times))  # what the threads gave the exact kernel
         at_floor = float(np.median(simpy_times)) / (t_floor / scaling)
         differs = float(np.mean(floor_out / REFERENCE.time_divisor != exact))
+        common.check(bool(np.all(np.isfinite(floor_out) & (floor_out > 0))), f"{name}: a floor makespan is not > 0")
         print(
             f"{name:<24}{_fmt_time(t_exact):>11}  {_fmt_time(t_floor):>11}  {t_exact / t_floor:>10.2f}x  "
             f"{scaling:>10.2f}x  {at_floor:>15.0f}x  {differs:>12.0%}"
@@ -299,20 +298,18 @@ def warm_up() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = common.parser(__doc__, writes=False)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a few seconds)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of graphs and assignments")
     parser.add_argument("--window", type=int, default=64, help="predecessor window of the random DAGs")
     args = parser.parse_args(argv)
     # calls timed: SimPy per graph, simulate per graph, batch size, batches, scaling unit of repetitions
     counts = (5, 300, 1000, 3, 3) if args.quick else (30, 3000, 2000, 7, 9)
+    if args.smoke:
+        counts = (2, 20, 40, 1, 1)
     args.simpy_calls, args.single_calls, args.batch, args.batch_reps, args.scale_reps = counts
 
-    print(
-        f"doppler-gym {dg.__version__} | Python {platform.python_version()} | numpy {np.__version__} | "
-        f"numba {numba.__version__} ({numba.get_num_threads()} threads) | {os.cpu_count()} CPUs | "
-        f"{platform.processor() or platform.machine()} | load average {os.getloadavg()[0]:.2f}"
-    )
+    common.start("bench_sim", args)
+    print(f"doppler-gym {dg.__version__} | numpy {np.__version__} | numba {numba.__version__}")
     t0 = time.perf_counter()
     warm_up()
     print(f"numba warm-up: {time.perf_counter() - t0:.1f} s")

@@ -2,8 +2,9 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_stragglers.py                    # the cases of docs/results/stragglers.md
-    python benchmarks/bench_stragglers.py --iters 40 --k 4   # a quick run
+    python -m benchmarks.bench_stragglers                    # the cases of docs/results/stragglers.md
+    python -m benchmarks.bench_stragglers --iters 40 --k 4   # a quick run
+    python -m benchmarks.bench_stragglers --smoke            # one case, 3 iterations of 4 neighbours
 
 Per case (graph, topology, straggler model): the horizon ``H`` is the critical-path heuristic's nominal
 makespan; ``K`` training draws (seeds ``0..K-1``) and ``M`` held-out draws (seeds ``10_000..``) of the
@@ -24,13 +25,13 @@ machine at hand (2 shared cores in docs/results).
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import replace
 
 import numpy as np
 
 import doppler_gym as dg
+from benchmarks import common
 from doppler_gym.sim.stragglers import StragglerModel
 
 CASES = {
@@ -77,15 +78,17 @@ def hill_climb(graph, topology, config, start, scenarios, iters, batch_size, see
     return best, best_score
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    p = common.parser(__doc__, writes=False)
     p.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     p.add_argument("--k", type=int, default=16, help="training draws of the robust objective")
     p.add_argument("--m", type=int, default=200, help="held-out draws")
     p.add_argument("--iters", type=int, default=150, help="hill-climbing iterations (both searches)")
     p.add_argument("--batch", type=int, default=64, help="neighbours per iteration")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.cases, args.k, args.m, args.iters, args.batch = ["ffnn-p100x4"], 2, 4, 3, 4
+    common.start("bench_stragglers", args)
     for name in args.cases:
         graph_name, topo_name, model = CASES[name]
         graph = dg.instances.resolve_graph(graph_name)
@@ -97,9 +100,12 @@ def main() -> None:
         train = draws(model, topo, horizon, range(args.k))
         held = draws(model, topo, horizon, range(10_000, 10_000 + args.m))
         t0 = time.perf_counter()
-        nominal, _ = hill_climb(graph, topo, config, start, [()], args.iters, args.batch, args.seed)
+        nominal, nominal_score = hill_climb(graph, topo, config, start, [()], args.iters, args.batch, args.seed)
         t1 = time.perf_counter()
-        robust, _ = hill_climb(graph, topo, config, start, train, args.iters, args.batch, args.seed)
+        robust, robust_score = hill_climb(graph, topo, config, start, train, args.iters, args.batch, args.seed)
+        common.check(nominal_score <= horizon * (1 + 1e-12),
+                     f"{name}: the nominal search ({nominal_score}) ended worse than its start ({horizon})")
+        common.finite_positive(robust_score, f"{name}: the robust search's mean makespan")
         t2 = time.perf_counter()
         print(f"\n{name}: {graph_name} ({graph.n_ops} ops) on {topo_name}, {model}")
         print(f"horizon (critical-path nominal makespan) {horizon:.4g} [{config.time_unit}]")

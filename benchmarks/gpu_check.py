@@ -2,8 +2,9 @@
 
 On a GPU machine::
 
-    python benchmarks/gpu_check.py                      # paper FFNN, every visible GPU
-    python benchmarks/gpu_check.py --graph ffnn --n-devices 4 --json out/gpu_check.json
+    python -m benchmarks.gpu_check                      # paper FFNN, every visible GPU
+    python -m benchmarks.gpu_check --graph ffnn --n-devices 4 --json out/gpu_check.json
+    python -m benchmarks.gpu_check --smoke              # paper/chainmm on 2 devices, one run each, no step 6
 
 Steps (each prints what it found; the run stops early, reporting what it has, when the time
 budget is spent):
@@ -30,14 +31,15 @@ Exit status: 0 when every step ran without a failed run, 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks import common
 
 
 @dataclass
@@ -55,6 +57,8 @@ class Args:
         timeout_s: limit of one run [s].
         dist: ``auto`` (step 6: NCCL on 2 GPUs, else Gloo) or ``skip``.
         json: optional path of a JSON report.
+        smoke: a run of seconds (paper/chainmm, 2 devices, one run per placement, no step 6) whose
+            failures raise :class:`benchmarks.common.SmokeCheckFailed`.
     """
 
     graph: str = "paper/ffnn"
@@ -67,19 +71,24 @@ class Args:
     timeout_s: float = 60.0
     dist: str = "auto"
     json: str = ""
+    smoke: bool = False
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for name, default in Args().__dict__.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
-    return Args(**vars(p.parse_args(argv)))
+    p = common.parser(__doc__, seed=None, writes=False)  # adds --smoke
+    for f in fields(Args):
+        if f.name != "smoke":
+            p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    args = Args(**vars(p.parse_args(argv)))
+    if args.smoke:
+        args.graph, args.n_devices, args.repeats, args.warmup, args.n_random = "paper/chainmm", 2, 1, 0, 0
+        args.budget_s, args.dist = 120.0, "skip"
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    common.start("gpu_check", args)
     t_start = time.perf_counter()
     import warnings
 
@@ -167,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(report, indent=1, default=_json_default))
+        common.check(not args.smoke, f"calibration refused on {devs.kind}: {exc}")
         return 1
     fits = {
         k: {"latency_us": v["latency_s"] * 1e6, "bandwidth_GBps": v["bandwidth_Bps"] / 1e9}
@@ -280,16 +290,17 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1, default=_json_default))
     be.close()
+    common.check(not args.smoke or failures == 0, f"{failures} failure(s): see the steps above")
     return 0 if failures == 0 else 1
 
 
 def _distributed_check(n_gpu: int, timeout_s: float) -> dict:
     """Step 6: NCCL ranks on two GPUs, else (saying why) Gloo ranks on CPU processes."""
     import torch
-    from bench_real_dist import SIZES, fit, measure
 
     import doppler_gym as dg
     import envs_real
+    from benchmarks.bench_real_dist import SIZES, fit, measure
     from envs_real.calibration import sample_placements
     from envs_real.distributed import shutdown
     from envs_real.materialize import reference_outputs
