@@ -15,7 +15,7 @@ is computed **once per distinct graph**:
 - **training** (gradients on): one batched forward over the distinct graphs of the minibatch, with
   gradients, shared by all the observations of each graph. No cache (the parameters move).
 
-The path structure (:class:`~agents.paths.PathIndex`) is parameter-free; it is computed once per
+The path structure (:class:`~agents.critical_paths.PathIndex`) is parameter-free; it is computed once per
 graph in numpy and kept in its own LRU, in rollouts and training alike.
 """
 
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.critical_paths import PathIndex, pointer_sums
 from agents.gnn import N_OP_INPUTS, GraphEncoder, PackedGraphs, pack_graphs
-from agents.paths import PathIndex, pointer_sums
 from agents.structure import N_STRUCTURE, structure_from_observation
 
 STATIC_INPUTS = ("op_features", "edge_index", "edge_attr")  # what the static part is computed from

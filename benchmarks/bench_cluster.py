@@ -46,7 +46,7 @@ def row(name: str, seconds: float, r: C.ClusterResult) -> list[str]:
             str(r.interruptions)]
 
 
-def table(trace: C.Trace, cluster: C.Cluster, repeats: int, schedulers: tuple[str, ...] = SCHEDULERS,
+def table(trace: C.JobTrace, cluster: C.Cluster, repeats: int, schedulers: tuple[str, ...] = SCHEDULERS,
           **kwargs: object) -> None:
     """Print one markdown row per scheduler: the fastest of ``repeats`` runs [s] and the run's metrics."""
     rows = []
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         every = max(1, round(f * t_young))
         job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_every=every,
                     checkpoint_cost=cost)
-        eff = [C.run(C.Trace((job,)), node, "fifo", seed=s, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
+        eff = [C.run(C.JobTrace((job,)), node, "fifo", seed=s, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
                .effective_fraction for s in seeds]
         common.check(all(0.0 < e <= 1.0 for e in eff), f"T / Young {f:g}: effective fractions {eff} not in (0, 1]")
         model = every / (job_mtbf * math.expm1((every + cost) / job_mtbf))  # Poisson failures, no restart delay

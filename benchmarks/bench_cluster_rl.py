@@ -62,7 +62,7 @@ class _Budget(BaseCallback):
         return time.perf_counter() - self.t0 < self.seconds
 
 
-def make_env(args: argparse.Namespace, trace: C.Trace | str, seed: int) -> ClusterEnv:
+def make_env(args: argparse.Namespace, trace: C.JobTrace | str, seed: int) -> ClusterEnv:
     modes = args.modes.split(",")
     return ClusterEnv(trace, C.Cluster.uniform(2, 8), max_jobs=args.max_jobs, seed=seed, time_scale=TIME_SCALE,
                       known_durations=True, resample_trace=isinstance(trace, str),

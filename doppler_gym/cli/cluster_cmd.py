@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------- parsing
 def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
-                checkpoint_cost: float = 0.0) -> dc.Trace:
+                checkpoint_cost: float = 0.0) -> dc.JobTrace:
     """``generated[:N]`` (``traces.generate(N, seed=seed)``) or a shipped ``NAME[:N]`` (its first N jobs);
     the grammar of :mod:`doppler_gym.specs`."""
     parsed = parse_spec(str(spec), "--trace", max_args=1, params=False,

@@ -7,7 +7,7 @@ node- and rack-uplink bandwidth sharing, preemption and migration costs, failure
 >>> r = cluster.run(trace, c, "las", seed=0)
 >>> r.avg_jct, r.p99_jct, r.utilisation                     # doctest: +SKIP
 
-Modules: :mod:`~.types` (Node, Cluster, Job, Trace), :mod:`~.traces` (generated and shipped traces),
+Modules: :mod:`~.types` (Node, Cluster, Job, JobTrace), :mod:`~.traces` (generated and shipped traces),
 :mod:`~.timing` (a job's iteration time: its profile, or its graph simulated on a sub-topology),
 :mod:`~.interference` (GPU sharing), :mod:`~.failures` (Poisson failures, stragglers, checkpoints,
 Young's interval), :mod:`~.schedulers`, :mod:`~.placement` (which GPUs a job gets: pack, spread,
@@ -30,23 +30,24 @@ from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Allocation, Scheduler
 from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, Job, Node, Trace
+from doppler_gym.cluster.types import Cluster, Job, JobTrace, Node
 
 __all__ = [
     "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "ClusterSimulation", "FailureModel",
-    "GavelInterference", "IterationTimes", "Job", "Node", "ParametricInterference", "Scheduler", "Trace", "placement",
+    "GavelInterference", "IterationTimes", "Job", "JobTrace", "Node", "ParametricInterference", "Scheduler",
+    "placement",
     "run", "bandwidth", "engine", "schedulers", "simulation", "traces", "young_interval",
 ]
 
 
-def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
+def run(trace: JobTrace | str, cluster: Cluster, scheduler: str | Scheduler, *, seed: int,
         failures: FailureModel | None = None, interference: object | None = None,
         times: IterationTimes | None = None, checkpoints: str = "fixed",
         preemption_cost: float = 0.0, placement: str | Callable | None = None) -> ClusterResult:
     """Simulate ``trace`` on ``cluster`` under ``scheduler``; returns a :class:`ClusterResult`.
 
     Args:
-        trace: a :class:`Trace`, or a shipped trace name (``traces.names()``).
+        trace: a :class:`JobTrace`, or a shipped trace name (``traces.names()``).
         cluster: the :class:`Cluster`.
         scheduler: a name (``schedulers.names()``: fifo, srtf, las, tiresias, gandiva, elastic) or a
             :class:`Scheduler` instance (for options, e.g. ``schedulers.LAS(round_s=300)``).
@@ -71,8 +72,8 @@ def run(trace: Trace | str, cluster: Cluster, scheduler: str | Scheduler, *, see
     """
     if isinstance(trace, str):
         trace = traces.load(trace)
-    if not isinstance(trace, Trace):
-        raise TypeError(f"trace must be a Trace or a shipped trace name ({', '.join(traces.names())}), "
+    if not isinstance(trace, JobTrace):
+        raise TypeError(f"trace must be a JobTrace or a shipped trace name ({', '.join(traces.names())}), "
                         f"got {type(trace).__name__}")
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster, got {type(cluster).__name__}")

@@ -12,10 +12,10 @@ from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Scheduler
 from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, Trace
+from doppler_gym.cluster.types import Cluster, JobTrace
 
 
-def simulate_cluster(trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
+def simulate_cluster(trace: JobTrace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
                      failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
                      checkpoints: str = "fixed", max_events: int = 10_000_000,
                      preemption_cost: float = 0.0) -> ClusterResult:

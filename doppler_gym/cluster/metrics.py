@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from doppler_gym.cluster.types import Cluster, Trace
+from doppler_gym.cluster.types import Cluster, JobTrace
 
 JOB_COLUMNS = ("job_id", "arrival", "gpus", "iterations", "iter_time", "checkpoint_every", "first_start", "completion",
                "jct", "held", "interruptions", "lost", "effective_fraction")
@@ -75,7 +75,7 @@ class ClusterResult:
             writer.writerows(self.rows())
 
 
-def summarise(*, trace: Trace, cluster: Cluster, scheduler: str, seed: int, completion: np.ndarray,
+def summarise(*, trace: JobTrace, cluster: Cluster, scheduler: str, seed: int, completion: np.ndarray,
               first_start: np.ndarray, iter_time: np.ndarray, held: np.ndarray, interruptions: np.ndarray,
               lost: np.ndarray, busy_gpu_s: float, work_gpu_s: float, util_t: np.ndarray,
               util_v: np.ndarray, every: list[int | None]) -> ClusterResult:

@@ -41,7 +41,7 @@ from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult, summarise
 from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, Trace
+from doppler_gym.cluster.types import Cluster, JobTrace
 
 # a job's status (ClusterSimulation.status)
 WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
@@ -103,7 +103,7 @@ class ClusterSimulation:
         util_t, util_v: [s] / [GPUs]: the number of busy GPUs from each time on (a step function).
     """
 
-    def __init__(self, trace: Trace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
+    def __init__(self, trace: JobTrace, cluster: Cluster, scheduler: Scheduler, *, seed: int,
                  failures: fl.FailureModel, interference=None, times: IterationTimes | None = None,
                  checkpoints: str = "fixed", max_events: int = 10_000_000, preemption_cost: float = 0.0) -> None:
         self._rng_failures = np.random.default_rng(seed)
@@ -262,7 +262,7 @@ class ClusterSimulation:
 
     def _view(self) -> JobView | None:
         """What a decision maker reads now (``None`` when no job waits or runs)."""
-        # Trace order is arrival order, so the active jobs come out of flatnonzero already sorted.
+        # JobTrace order is arrival order, so the active jobs come out of flatnonzero already sorted.
         active = np.flatnonzero((self.status == WAITING) | (self.status == RUNNING)).tolist()
         if not active:
             return None
@@ -592,7 +592,7 @@ class ClusterSimulation:
         return want
 
 
-def _check_inputs(trace: Trace, cluster: Cluster, checkpoints: str, preemption_cost: float) -> None:
+def _check_inputs(trace: JobTrace, cluster: Cluster, checkpoints: str, preemption_cost: float) -> None:
     """Raise ``ValueError`` for anything a run could trip on, before it starts."""
     if not (isinstance(preemption_cost, (int, float)) and math.isfinite(preemption_cost) and preemption_cost >= 0):
         raise ValueError(f"preemption_cost must be a finite time >= 0 [s], got {preemption_cost!r}")

@@ -26,7 +26,7 @@ from importlib import resources
 import numpy as np
 
 from doppler_gym.cluster.interference import gavel_table
-from doppler_gym.cluster.types import Job, Trace
+from doppler_gym.cluster.types import Job, JobTrace
 
 _SHIPPED = {"gavel-msr": "data/gavel_msr_2869ce.csv", "pollux-workload-1": "data/pollux_workload-1.csv"}
 POLLUX_MAX_GPUS = 64  # Pollux's simulated cluster: 16 nodes x 4 GPUs
@@ -41,7 +41,7 @@ def generate(n_jobs: int, *, seed: int, mean_interarrival: float = 60.0, median_
              duration_sigma: float = 1.8, gpu_counts: tuple[int, ...] = (1, 2, 4, 8, 16),
              gpu_probs: tuple[float, ...] = (0.70, 0.10, 0.10, 0.07, 0.03), iteration_time: float = 1.0,
              checkpoint_every: int | None = None, checkpoint_cost: float = 0.0,
-             job_types: tuple[str, ...] = ("generic",), name: str | None = None) -> Trace:
+             job_types: tuple[str, ...] = ("generic",), name: str | None = None) -> JobTrace:
     """A seeded trace of ``n_jobs`` jobs whose iteration times come from a flat profile.
 
     Args:
@@ -78,7 +78,7 @@ def generate(n_jobs: int, *, seed: int, mean_interarrival: float = 60.0, median_
             checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost, job_type=job_types[types[i]])
         for i in range(n_jobs)
     )
-    return Trace(jobs, name=name or f"generated-{n_jobs}-seed{seed}")
+    return JobTrace(jobs, name=name or f"generated-{n_jobs}-seed{seed}")
 
 
 @lru_cache(maxsize=1)
@@ -125,7 +125,7 @@ def _pollux_jobs(rows: list[dict[str, str]], checkpoint_every: int | None, check
 
 
 def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = None,
-         checkpoint_cost: float = 0.0) -> Trace:
+         checkpoint_cost: float = 0.0) -> JobTrace:
     """A shipped trace by name (:func:`names`); ``limit`` keeps its first jobs.
 
     ``pollux-workload-1`` jobs request Pollux's ``num_replicas`` GPUs and may use up to
@@ -137,7 +137,7 @@ def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = 
     text = resources.files("doppler_gym.cluster").joinpath(_SHIPPED[name]).read_text("utf-8")
     if name.startswith("pollux"):
         rows = list(csv.DictReader(io.StringIO(text)))[:limit]
-        return Trace(tuple(_pollux_jobs(rows, checkpoint_every, checkpoint_cost)), name=name)
+        return JobTrace(tuple(_pollux_jobs(rows, checkpoint_every, checkpoint_cost)), name=name)
     table = gavel_table()
     jobs = []
     for i, row in enumerate(csv.DictReader(io.StringIO(text))):
@@ -150,4 +150,4 @@ def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = 
         jobs.append(Job(job_id=i, arrival=float(row["arrival_s"]), iterations=int(row["total_steps"]), gpus=scale,
                         workload=None, profile=profile, checkpoint_every=checkpoint_every,
                         checkpoint_cost=checkpoint_cost, job_type=jtype))
-    return Trace(tuple(jobs), name=name)
+    return JobTrace(tuple(jobs), name=name)

@@ -169,7 +169,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Trace:
+class JobTrace:
     """Jobs in arrival order (sorted here; ties by ``job_id``).
 
     Args:
@@ -183,10 +183,10 @@ class Trace:
     def __post_init__(self) -> None:
         jobs = tuple(sorted(self.jobs, key=lambda j: (j.arrival, j.job_id)))
         if not jobs:
-            raise ValueError("Trace.jobs must not be empty")
+            raise ValueError("JobTrace.jobs must not be empty")
         ids = [j.job_id for j in jobs]
         if len(set(ids)) != len(ids):
-            raise ValueError("Trace.jobs: job_id values must be unique")
+            raise ValueError("JobTrace.jobs: job_id values must be unique")
         object.__setattr__(self, "jobs", jobs)
 
     def __len__(self) -> int:

@@ -16,7 +16,7 @@ from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Allocation, JobView
 from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, Trace
+from doppler_gym.cluster.types import Cluster, JobTrace
 from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, mask_space
 from doppler_gym.specs import parse_spec, spec_name
 
@@ -136,7 +136,7 @@ class ClusterEnv(gym.Env):
 
     ## Arguments
 
-    - ``trace``: a :class:`~doppler_gym.cluster.Trace`, a shipped trace name
+    - ``trace``: a :class:`~doppler_gym.cluster.JobTrace`, a shipped trace name
       (``doppler_gym.cluster.traces.names()``), or ``"generated:N"`` (``traces.generate(N, seed=seed,
       **trace_kwargs)``). Default ``"generated:16"``.
     - ``cluster``: a :class:`~doppler_gym.cluster.Cluster` (default ``Cluster.uniform(2, 8)``: 16 V100).
@@ -166,7 +166,7 @@ class ClusterEnv(gym.Env):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, trace: Trace | str = "generated:16", cluster: Cluster | None = None,
+    def __init__(self, trace: JobTrace | str = "generated:16", cluster: Cluster | None = None,
                  max_jobs: int | None = None, seed: int = 0, time_scale: float = 3600.0, *,
                  preemption: bool = True, sharing: bool = True, gpu_choices: tuple[str, ...] = ("pack", "spread"),
                  preemption_cost: float = 0.0, failures: FailureModel | None = None, checkpoints: str = "fixed",
@@ -234,7 +234,7 @@ class ClusterEnv(gym.Env):
         # first event also fills the iteration-time cache of the jobs arriving first
         self._new_sim(0).run_until_decision()
 
-    def _set_trace(self, trace: Trace) -> None:
+    def _set_trace(self, trace: JobTrace) -> None:
         self.trace = trace
         self.n_jobs = len(trace)
         self._arrival = np.array([j.arrival for j in trace.jobs])
@@ -442,15 +442,16 @@ class ClusterEnv(gym.Env):
                 "n_waiting": len(v.active) - len(self._plan), "busy_gpus": sum(1 for o in self._occ if o)}
 
 
-def _as_trace(trace: Trace | str, seed: int, kwargs: dict[str, Any]) -> Trace:
-    if isinstance(trace, Trace):
+def _as_trace(trace: JobTrace | str, seed: int, kwargs: dict[str, Any]) -> JobTrace:
+    if isinstance(trace, JobTrace):
         return trace
     if not isinstance(trace, str):
-        raise TypeError(f"trace must be a Trace, a shipped trace name or 'generated:N', got {type(trace).__name__}")
+        raise TypeError(f"trace must be a JobTrace, a shipped trace name or 'generated:N', got {type(trace).__name__}")
     if spec_name(trace) == "generated":
         return traces.generate(_generated_count(trace), seed=seed, **kwargs)
     if trace not in traces.names():
-        raise ValueError(f"unknown trace {trace!r}; give a Trace, 'generated:N' or one of: {', '.join(traces.names())}")
+        raise ValueError(f"unknown trace {trace!r}; give a JobTrace, 'generated:N' or one of: "
+                         f"{', '.join(traces.names())}")
     return traces.load(trace)
 
 

@@ -44,7 +44,7 @@ def cluster_sweep(trace: Any, cluster: Any, schedulers: Sequence[Any], seeds: Se
     cell of :func:`cluster_grid`, one task per cell.
 
     Args:
-        trace: a ``cluster.Trace`` or a shipped trace name.
+        trace: a ``cluster.JobTrace`` or a shipped trace name.
         cluster: the ``cluster.Cluster``.
         schedulers: scheduler names (or ``Scheduler`` instances).
         seeds: failure-process seeds.

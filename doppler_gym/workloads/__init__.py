@@ -56,7 +56,9 @@ def build(name: str, **kwargs: object) -> Workload:
 
 
 def make(name: str, **kwargs: object) -> DataflowGraph:
-    """The graph of :func:`build` ``(name, **kwargs)``."""
+    """The :class:`DataflowGraph` of family ``name`` (``build(name, **kwargs).graph``): what
+    :func:`~doppler_gym.simulate`, the baselines and the envs take. :func:`build` returns the whole
+    :class:`Workload` instead, which a pipeline needs (its schedule's assignment, priorities and config)."""
     return build(name, **kwargs).graph
 
 

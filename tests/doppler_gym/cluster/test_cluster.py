@@ -21,7 +21,7 @@ def _one_job_cluster(n_gpus: int = 8) -> C.Cluster:
 def test_one_job_alone_takes_iterations_times_simulated_iteration_time_plus_checkpoints():
     job = C.Job(job_id=0, arrival=10.0, iterations=1000, gpus=4, workload="ffnn", workload_params={"layers": 2},
                 checkpoint_every=100, checkpoint_cost=0.5)
-    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=0)
+    r = C.run(C.JobTrace((job,)), _one_job_cluster(), "fifo", seed=0)
     # Reference: the graph timed directly on the first 4 GPUs of the DGX-1 preset.
     base = dg.Topology.preset("v100x8-dgx1")
     topo = dg.Topology(speed=base.speed[:4], memory=base.memory[:4], bandwidth=base.bandwidth[:4, :4],
@@ -39,7 +39,7 @@ def test_one_job_alone_takes_iterations_times_simulated_iteration_time_plus_chec
 def test_one_profiled_job_by_hand(tmp_path):
     # 10 iterations of 2 s, a 1 s checkpoint after iterations 3, 6 and 9: 20 + 3 = 23 s.
     job = C.Job(0, 5.0, 10, gpus=2, workload=None, profile={"*": {2: 2.0}}, checkpoint_every=3, checkpoint_cost=1.0)
-    r = C.run(C.Trace((job,)), _one_job_cluster(), "las", seed=3)
+    r = C.run(C.JobTrace((job,)), _one_job_cluster(), "las", seed=3)
     assert r.jobs["completion"][0] == pytest.approx(28.0)
     assert r.effective_fraction == pytest.approx(20.0 / 23.0)
     assert r.goodput == pytest.approx(10 / (2 * 23 / 3600))  # iterations per busy GPU-hour
@@ -54,7 +54,7 @@ def test_interruptions_match_the_per_gpu_poisson_rate():
     # A 4-GPU job on an 8-GPU node: half the failures hit it; rate 4 / MTBF while it holds GPUs.
     mtbf = 1_600.0  # [s] per GPU
     job = C.Job(0, 0.0, 200_000, gpus=4, workload=None, profile={"*": {4: 1.0}}, checkpoint_every=10)
-    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=7,
+    r = C.run(C.JobTrace((job,)), _one_job_cluster(), "fifo", seed=7,
               failures=C.FailureModel(gpu_mtbf=mtbf, restart_delay=30.0))
     expected = 4 * r.jobs["held"][0] / mtbf  # ~500
     assert abs(r.interruptions - expected) <= 4 * math.sqrt(expected), (r.interruptions, expected)
@@ -74,7 +74,7 @@ def test_effective_fraction_peaks_near_youngs_interval():
         every = max(1, round(f * t_young))  # iterations of 1 s
         job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_every=every,
                     checkpoint_cost=cost)
-        r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=11,
+        r = C.run(C.JobTrace((job,)), _one_job_cluster(), "fifo", seed=11,
                   failures=C.FailureModel(gpu_mtbf=8 * job_mtbf))
         eff.append(r.effective_fraction)
         # Poisson failures, no restart delay: a segment of T + C seconds takes M (e^((T+C)/M) - 1) on average
@@ -85,7 +85,7 @@ def test_effective_fraction_peaks_near_youngs_interval():
     assert eff[3] > eff[0] + 0.2 and eff[3] > eff[-1] + 0.2
     # the "young" policy picks that interval itself
     job = C.Job(0, 0.0, 300_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, checkpoint_cost=cost)
-    r = C.run(C.Trace((job,)), _one_job_cluster(), "fifo", seed=11, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf),
+    r = C.run(C.JobTrace((job,)), _one_job_cluster(), "fifo", seed=11, failures=C.FailureModel(gpu_mtbf=8 * job_mtbf),
               checkpoints="young")
     assert r.jobs["checkpoint_every"][0] == round(t_young) and r.effective_fraction == pytest.approx(eff[3])
 
@@ -97,7 +97,7 @@ def test_stragglers_slow_a_job_by_the_stationary_slow_probability():
     q = 1 - (1 - d / (m + d)) ** 4
     job = C.Job(0, 0.0, 1_000_000, gpus=4, workload=None, profile={"*": {4: 1.0}})
     fm = C.FailureModel(straggler_mtbs=m, straggler_duration=d, straggler_speed=speed)
-    r = C.run(C.Trace((job,)), C.Cluster((C.Node(4, "v100", None),)), "fifo", seed=4, failures=fm)
+    r = C.run(C.JobTrace((job,)), C.Cluster((C.Node(4, "v100", None),)), "fifo", seed=4, failures=fm)
     # over 20 seeds: mean 0.703 (expected 0.705), standard deviation 0.008
     assert r.effective_fraction == pytest.approx((1 - q) + q * speed, abs=0.03)
     assert r.interruptions == 0 and r.jobs["held"][0] == r.jobs["jct"][0]
@@ -111,13 +111,13 @@ def test_jobs_share_node_uplinks_max_min_fairly():
     cluster = C.Cluster.uniform(3, 8, preset=None, node_uplink_bandwidth=1e9)
     a = C.Job(0, 0.0, 1_000, gpus=12, workload=None, profile={"*": {12: 1.0}}, cross_node_bytes=0.9e9)
     b = C.Job(1, 0.0, 1_000, gpus=12, workload=None, profile={"*": {12: 1.0}}, cross_node_bytes=0.3e9)
-    r = C.run(C.Trace((a, b)), cluster, "fifo", seed=0)
+    r = C.run(C.JobTrace((a, b)), cluster, "fifo", seed=0)
     np.testing.assert_allclose(r.jobs["completion"], [1_000 * 1.2, 1_000.0])
     # the same jobs without contention, and a job on one node, run at full speed
-    free = C.run(C.Trace((a, b)), C.Cluster.uniform(3, 8, preset=None), "fifo", seed=0)
+    free = C.run(C.JobTrace((a, b)), C.Cluster.uniform(3, 8, preset=None), "fifo", seed=0)
     np.testing.assert_allclose(free.jobs["completion"], [1_000.0, 1_000.0])
     one = C.Job(0, 0.0, 1_000, gpus=8, workload=None, profile={"*": {8: 1.0}}, cross_node_bytes=1e12)
-    assert C.run(C.Trace((one,)), cluster, "fifo", seed=0).jobs["completion"][0] == pytest.approx(1_000.0)
+    assert C.run(C.JobTrace((one,)), cluster, "fifo", seed=0).jobs["completion"][0] == pytest.approx(1_000.0)
     # a graph job's crossing bytes come from its placement: none on one node, some across two
     times = C.IterationTimes(C.Cluster.uniform(2, 8))
     ffnn = C.Job(0, 0.0, 10, gpus=12, workload="ffnn")
@@ -187,7 +187,7 @@ def test_checkpoint_timeline_helpers():
 def test_bad_input_names_the_field():
     cluster = _one_job_cluster()
     with pytest.raises(ValueError, match="gpus=16 exceeds"):
-        C.run(C.Trace((C.Job(0, 0.0, 10, gpus=16),)), cluster, "fifo", seed=0)
+        C.run(C.JobTrace((C.Job(0, 0.0, 10, gpus=16),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="arrival"):
         C.Job(0, -1.0, 10)
     with pytest.raises(ValueError, match="checkpoint_cost"):
@@ -199,19 +199,19 @@ def test_bad_input_names_the_field():
     with pytest.raises(ValueError, match="unknown trace 'philly'"):
         C.run("philly", cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="unknown scheduler 'sjf'"):
-        C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "sjf", seed=0)
+        C.run(C.JobTrace((C.Job(0, 0.0, 10),)), cluster, "sjf", seed=0)
     with pytest.raises(ValueError, match="gpu_mtbf"):
         C.FailureModel(gpu_mtbf=0.0)
     with pytest.raises(ValueError, match="restart_delay"):
         C.FailureModel(restart_delay=-1.0)
     with pytest.raises(ValueError, match="GPU type"):
-        C.run(C.Trace((C.Job(0, 0.0, 10, workload=None, profile={"k80": {1: 1.0}}),)), cluster, "fifo", seed=0)
+        C.run(C.JobTrace((C.Job(0, 0.0, 10, workload=None, profile={"k80": {1: 1.0}}),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="unknown workload 'resnet'"):
-        C.run(C.Trace((C.Job(0, 0.0, 10, workload="resnet"),)), cluster, "fifo", seed=0)
+        C.run(C.JobTrace((C.Job(0, 0.0, 10, workload="resnet"),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match=r"workload_params \['depth'\]"):
-        C.run(C.Trace((C.Job(0, 0.0, 10, workload_params={"depth": 3}),)), cluster, "fifo", seed=0)
+        C.run(C.JobTrace((C.Job(0, 0.0, 10, workload_params={"depth": 3}),)), cluster, "fifo", seed=0)
     with pytest.raises(ValueError, match="checkpoints='daly'"):
-        C.run(C.Trace((C.Job(0, 0.0, 10),)), cluster, "fifo", seed=0, checkpoints="daly")
+        C.run(C.JobTrace((C.Job(0, 0.0, 10),)), cluster, "fifo", seed=0, checkpoints="daly")
     with pytest.raises(ValueError, match="straggler_speed"):
         C.FailureModel(straggler_speed=0.0)
     with pytest.raises(ValueError, match="node_uplink_bandwidth"):
@@ -225,7 +225,7 @@ def test_bad_input_names_the_field():
     with pytest.raises(ValueError, match="cross_node_bytes"):
         C.Job(0, 0.0, 10, cross_node_bytes=-1.0)
     with pytest.raises(ValueError, match="unique"):
-        C.Trace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
+        C.JobTrace((C.Job(0, 0.0, 10), C.Job(0, 1.0, 10)))
 
 
 @pytest.mark.parametrize("name", ["srtf", "las", "tiresias"])
@@ -244,7 +244,7 @@ def test_heterogeneous_nodes_and_multi_node_sub_topology():
     prof = {"v100": {4: 1.0, 8: 1.0}, "k80": {4: 3.0, 8: 3.0}}
     big = C.Job(0, 0.0, 10, gpus=8, workload=None, profile=prof)
     small = C.Job(1, 100.0, 10, gpus=4, workload=None, profile=prof)
-    r = C.run(C.Trace((big, small)), mixed, "fifo", seed=0)
+    r = C.run(C.JobTrace((big, small)), mixed, "fifo", seed=0)
     assert list(r.jobs["iter_time"]) == [3.0, 1.0]  # the slowest type it spans; then the first fitting node
     dgx = C.Cluster.uniform(2, 8, inter_node_bandwidth=12.5e9)
     topo = C.timing.sub_topology(dgx.nodes[0], 12, dgx)
@@ -253,7 +253,7 @@ def test_heterogeneous_nodes_and_multi_node_sub_topology():
     np.testing.assert_array_equal(topo.bandwidth[:8, :8], base.bandwidth)
 
 
-def _drive(trace: C.Trace, cluster: C.Cluster, plans: dict[float, dict[int, tuple[int, ...]]], **kwargs):
+def _drive(trace: C.JobTrace, cluster: C.Cluster, plans: dict[float, dict[int, tuple[int, ...]]], **kwargs):
     """Run a ClusterSimulation with explicit Allocations: at event time t, ``plans[t]`` (else keep)."""
     sim = C.ClusterSimulation(trace, cluster, C.schedulers.FIFO(), seed=0, failures=C.FailureModel(), **kwargs)
     view = sim.run_until_decision()
@@ -271,7 +271,7 @@ def test_racks_share_their_uplinks_max_min_fairly_with_node_uplinks():
     a = C.Job(0, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=1e9)
     b = C.Job(1, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=0.5e9)
     c = C.Job(2, 0.0, 100, gpus=2, workload=None, profile={"*": {2: 1.0}}, cross_node_bytes=1e12)
-    trace = C.Trace((a, b, c))
+    trace = C.JobTrace((a, b, c))
     plan = {0.0: {0: (0, 1, 8, 9), 1: (4, 5, 12, 13), 2: (2, 3)}}
     # Racks of 1.2e9 B/s only: rack 0 carries 1.5e9 at full speed, so both A and B run at 1.2 / 1.5 = 0.8.
     racks = C.Cluster.uniform(4, 4, preset=None, rack_size=2, rack_uplink_bandwidth=1.2e9)
@@ -299,15 +299,15 @@ def test_allocations_are_checked_and_preemption_cost_is_paid():
     for plan, match in (({0: (0,), 1: (0,), 2: (0,)}, "would hold 3 jobs"), ({0: (0, 1)}, "between gpus=1"),
                         ({0: (5,)}, r"distinct ids in \[0, 2\)"), ({7: (0,)}, "job index 7")):
         with pytest.raises(ValueError, match=match):
-            _drive(C.Trace(jobs), one, {0.0: plan})
+            _drive(C.JobTrace(jobs), one, {0.0: plan})
     with pytest.raises(ValueError, match="cannot share GPU 0"):
-        _drive(C.Trace(jobs), one, {0.0: {0: (0,), 1: (0,)}}, interference=lambda a, b, g: None)
+        _drive(C.JobTrace(jobs), one, {0.0: {0: (0,), 1: (0,)}}, interference=lambda a, b, g: None)
     with pytest.raises(ValueError, match="preemption_cost"):
-        C.run(C.Trace(jobs), one, "fifo", seed=0, preemption_cost=-1.0)
+        C.run(C.JobTrace(jobs), one, "fifo", seed=0, preemption_cost=-1.0)
     # job 0 runs 0-4 on GPU 0, migrates to GPU 1 at job 1's arrival (t=4) and restores 3 s: it ends at 4 + 3 + 6
     two = (C.Job(0, 0.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}),
            C.Job(1, 4.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}))
-    r = _drive(C.Trace(two), one, {0.0: {0: (0,)}, 4.0: {0: (1,), 1: (0,)}}, preemption_cost=3.0)
+    r = _drive(C.JobTrace(two), one, {0.0: {0: (0,)}, 4.0: {0: (1,), 1: (0,)}}, preemption_cost=3.0)
     np.testing.assert_allclose(r.jobs["completion"], [13.0, 14.0])
     assert r.jobs["held"][0] == pytest.approx(13.0)
 
@@ -341,16 +341,16 @@ def test_elastic_scheduler_grows_and_shrinks_jobs_by_hand():
     a = C.Job(0, 0.0, 100, gpus=1, max_gpus=4, workload=None, profile=prof)
     b = C.Job(1, 50.0, 30, gpus=2, workload=None, profile={"*": {2: 1.0}})
     node = C.Cluster((C.Node(4, "v100", None),))
-    r = C.run(C.Trace((a, b)), node, "elastic", seed=0)
+    r = C.run(C.JobTrace((a, b)), node, "elastic", seed=0)
     # 0-50: A alone on 4 GPUs (50 iterations). At 50, LAS puts B (no service) first: B 2 GPUs, A 1 + the spare
     # one (4/2 = 2x faster). 50-80: B runs its 30 s, A does 15 iterations at 2 s. At 80, A takes all 4:
     # 35 iterations at 1 s -> 115.
     np.testing.assert_allclose(r.jobs["completion"], [115.0, 80.0])
     assert list(r.jobs["iter_time"]) == [1.0, 1.0]
-    fifo = C.run(C.Trace((a, b)), node, "fifo", seed=0)  # A on its 1 requested GPU: 400 s
+    fifo = C.run(C.JobTrace((a, b)), node, "fifo", seed=0)  # A on its 1 requested GPU: 400 s
     np.testing.assert_allclose(fifo.jobs["completion"], [400.0, 80.0])
     # each resize is a restart: with a 5 s restore, A pays it at 50 and at 80 (B's first start is no restart)
-    r = C.run(C.Trace((a, b)), node, "elastic", seed=0, preemption_cost=5.0)
+    r = C.run(C.JobTrace((a, b)), node, "elastic", seed=0, preemption_cost=5.0)
     # 50-55: A restores on 2 GPUs; 55-80: 12.5 iterations; 80-85 restore on 4; 37.5 iterations at 1 s -> 122.5
     np.testing.assert_allclose(r.jobs["completion"], [122.5, 80.0])
 
@@ -369,15 +369,15 @@ def test_placement_inside_a_jobs_allocation_by_name_or_callable():
         seen.append(t.n_devices)
         return np.zeros(g.n_ops, dtype=np.int64)
 
-    by_callable = C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement=policy)
-    by_name = C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement="single_device")
+    by_callable = C.run(C.JobTrace((job,)), cluster, "fifo", seed=0, placement=policy)
+    by_name = C.run(C.JobTrace((job,)), cluster, "fifo", seed=0, placement="single_device")
     assert seen == [4] and by_callable.jobs["iter_time"][0] == pytest.approx(alone, rel=1e-12)
     assert by_name.jobs["iter_time"][0] == pytest.approx(alone, rel=1e-12)
-    default = C.run(C.Trace((job,)), cluster, "fifo", seed=0)
+    default = C.run(C.JobTrace((job,)), cluster, "fifo", seed=0)
     assert default.jobs["iter_time"][0] < alone  # critical_path spreads the work over its 4 GPUs
     with pytest.raises(ValueError, match="unknown baseline 'nope'"):
-        C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement="nope")
+        C.run(C.JobTrace((job,)), cluster, "fifo", seed=0, placement="nope")
     with pytest.raises(ValueError, match=r"need \(\d+,\) integer device ids in \[0, 4\)"):
-        C.run(C.Trace((job,)), cluster, "fifo", seed=0, placement=lambda g, t: np.full(g.n_ops, 7))
+        C.run(C.JobTrace((job,)), cluster, "fifo", seed=0, placement=lambda g, t: np.full(g.n_ops, 7))
     with pytest.raises(TypeError, match="placement must be"):
         C.IterationTimes(cluster, placement=3)

@@ -24,7 +24,7 @@ def cases(draw):
         for i in range(n_jobs)
     )
     failures = C.FailureModel(gpu_mtbf=draw(st.sampled_from([float("inf"), 2_000.0])), restart_delay=10.0)
-    return C.Trace(jobs), C.Cluster.uniform(n_nodes, 4, preset=None), draw(st.sampled_from(C.schedulers.names())), \
+    return C.JobTrace(jobs), C.Cluster.uniform(n_nodes, 4, preset=None), draw(st.sampled_from(C.schedulers.names())), \
         failures, draw(st.integers(0, 2**16))
 
 

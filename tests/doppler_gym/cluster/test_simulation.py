@@ -12,11 +12,11 @@ from doppler_gym import cluster as C
 from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, EventQueue
 
 
-def _one_gpu_jobs(n: int) -> C.Trace:
-    return C.Trace(tuple(C.Job(i, 2.0 * i, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}) for i in range(n)))
+def _one_gpu_jobs(n: int) -> C.JobTrace:
+    return C.JobTrace(tuple(C.Job(i, 2.0 * i, 10, gpus=1, workload=None, profile={"*": {1: 1.0}}) for i in range(n)))
 
 
-def _sim(trace: C.Trace, cluster: C.Cluster, scheduler: C.Scheduler, **kwargs) -> C.ClusterSimulation:
+def _sim(trace: C.JobTrace, cluster: C.Cluster, scheduler: C.Scheduler, **kwargs) -> C.ClusterSimulation:
     return C.ClusterSimulation(trace, cluster, scheduler, seed=0, failures=C.FailureModel(), **kwargs)
 
 
@@ -85,7 +85,7 @@ def test_run_is_the_simulation_driven_by_the_schedulers_order(name):
 def test_inputs_are_checked_when_the_simulation_is_made():
     one = C.Cluster((C.Node(2, "v100", None),))
     with pytest.raises(ValueError, match="exceeds the cluster's 2 GPUs"):
-        _sim(C.Trace((C.Job(0, 0.0, 10, gpus=4, workload=None, profile={"*": {4: 1.0}}),)), one, C.schedulers.FIFO())
+        _sim(C.JobTrace((C.Job(0, 0.0, 10, gpus=4, workload=None, profile={"*": {4: 1.0}}),)), one, C.schedulers.FIFO())
     with pytest.raises(ValueError, match="checkpoints='daily'"):
         _sim(_one_gpu_jobs(1), one, C.schedulers.FIFO(), checkpoints="daily")
 

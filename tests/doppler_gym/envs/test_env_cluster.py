@@ -136,7 +136,7 @@ def test_preemption_with_restore_cost_by_hand():
     a = C.Job(0, 0.0, 100, gpus=1, workload=None, profile={"*": {1: 1.0}})
     b = C.Job(1, 10.0, 10, gpus=1, workload=None, profile={"*": {1: 1.0}})
     one = C.Cluster((C.Node(1, "v100", None),))
-    env = ClusterEnv(C.Trace((a, b)), one, preemption_cost=5.0, sharing=False, gpu_choices=("pack",))
+    env = ClusterEnv(C.JobTrace((a, b)), one, preemption_cost=5.0, sharing=False, gpu_choices=("pack",))
     env.reset(seed=0)
     assert env.job_rows.tolist() == [0]
     # A starts; advancing is then the only valid action (A was not running at this event, so it cannot be
@@ -152,7 +152,7 @@ def test_preemption_with_restore_cost_by_hand():
     assert term
     np.testing.assert_allclose(info["result"].jobs["completion"], [115.0, 20.0])
     # the same by SRTF in dg.cluster.run (it preempts A at B's arrival)
-    ref = C.run(C.Trace((a, b)), one, "srtf", seed=0, preemption_cost=5.0)
+    ref = C.run(C.JobTrace((a, b)), one, "srtf", seed=0, preemption_cost=5.0)
     np.testing.assert_allclose(ref.jobs["completion"], [115.0, 20.0])
     assert ref.jobs["held"][0] == pytest.approx(105.0)  # the restore holds the GPU
 
@@ -161,7 +161,7 @@ def test_sharing_and_spreading_through_the_env_by_hand():
     # Two 1-GPU jobs of 100 s on one GPU sharing at 0.68 of their speed each: both end at 100 / 0.68.
     jobs = tuple(C.Job(i, 0.0, 100, gpus=1, workload=None, profile={"*": {1: 1.0}}) for i in range(2))
     one = C.Cluster((C.Node(1, "v100", None),))
-    env = ClusterEnv(C.Trace(jobs), one, interference=C.ParametricInterference(0.68))
+    env = ClusterEnv(C.JobTrace(jobs), one, interference=C.ParametricInterference(0.68))
     env.reset(seed=0)
     obs, *_ = env.step(env.action(0, "pack"))
     assert obs["nodes"][0].tolist() == [0.0, 1.0] and obs["action_mask"][env.action(1, "share")] == 1
@@ -175,7 +175,7 @@ def test_sharing_and_spreading_through_the_env_by_hand():
     job = C.Job(0, 0.0, 100, gpus=4, workload=None, profile={"*": {4: 1.0}}, cross_node_bytes=2e9)
     two = C.Cluster.uniform(2, 4, preset=None, node_uplink_bandwidth=1e9)
     for mode, end in (("pack", 100.0), ("spread", 200.0)):
-        env = ClusterEnv(C.Trace((job,)), two)
+        env = ClusterEnv(C.JobTrace((job,)), two)
         env.reset(seed=0)
         obs, _, term, _, info = env.step(env.action(0, mode))
         assert term and info["result"].jobs["completion"][0] == pytest.approx(end)

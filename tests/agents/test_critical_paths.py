@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from agents import embedding
+from agents.critical_paths import PathIndex, best_neighbour, follow
 from agents.embedding import StaticEncoder, group_batch
-from agents.paths import PathIndex, best_neighbour, follow
 from tests.agents.policy_helpers import make_env, random_dag, stack
 
 pytestmark = pytest.mark.usefixtures("one_thread")
