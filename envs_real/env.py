@@ -64,7 +64,7 @@ class RealInfo(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """``(max_ops + max_devices,) bool``: the inner ``PlacementEnv``'s valid actions (its contract:
+        """``(max_ops + max_devices,) int8``: the inner ``PlacementEnv``'s valid actions (its contract:
         :mod:`doppler_gym.envs.masked`)."""
         return self.env.get_wrapper_attr("action_masks")()
 

@@ -37,7 +37,7 @@ class AssignEnv(gym.Env):
     padding ops (``v >= n_ops``) are ignored. A device ``>= n_devices`` (possible when the
     topology has fewer devices than ``max_devices``) is taken **modulo** ``n_devices``, so every
     action in the space is a valid assignment; ``info["remapped"]`` counts such entries.
-    :meth:`action_masks` (flattened, ``max_ops * max_devices`` ``bool``, for MaskablePPO) allows only
+    :meth:`action_masks` (flattened, ``max_ops * max_devices`` ``int8``, for MaskablePPO) allows only
     devices ``< n_devices`` for real ops and only device 0 for padding ops. An action outside the
     space (an entry ``< 0`` or ``>= max_devices``) is invalid: with ``invalid_action="raise"``
     (default) it raises ``ValueError``; with ``"penalize"`` it leaves the episode running, is

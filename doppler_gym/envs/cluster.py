@@ -108,7 +108,7 @@ class ClusterEnv(gym.Env):
     ``cluster``         ``(4,)``                     float32   free GPUs, GPUs holding one job, / GPUs;
                                                                now / ``time_scale``; active jobs
                                                                outside the window / ``max_jobs``
-    ``action_mask``     ``(max_jobs * n_modes + 1,)``  bool    True where the action is valid
+    ``action_mask``     ``(max_jobs * n_modes + 1,)``  int8    1 where the action is valid
     ==================  ===========================  ========  =========================================
 
     The observation reflects the allocation edited so far in this event. No future arrivals are shown.
@@ -290,7 +290,7 @@ class ClusterEnv(gym.Env):
         return self._obs(), float(reward), terminated, self._truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """``(n_actions,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
+        """``(n_actions,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
         return self._mask.copy()
 
     def _invalid_message(self, a: int) -> str:
@@ -352,7 +352,7 @@ class ClusterEnv(gym.Env):
 
     def _refresh_mask(self) -> None:
         nm = len(self.modes)
-        mask = np.zeros(self.n_actions, MASK_DTYPE)  # (n_actions,) True = valid action
+        mask = np.zeros(self.n_actions, MASK_DTYPE)  # (n_actions,) 1 = valid action
         self._cands: dict[int, dict[str, list[int] | None]] = {}
         for r, i in enumerate(self._rows.tolist()):
             if i in self._plan:

@@ -3,9 +3,10 @@
 - :func:`action_index`: a discrete action as a Python ``int`` (Python ints, numpy integers,
   one-element integer arrays); anything else (a float, a bool, a longer array) raises ``TypeError``.
   :func:`action_array` is its counterpart for a ``MultiDiscrete`` action (one integer per entry).
-- :data:`MASK_DTYPE` and :func:`mask_space`: valid-action masks are ``bool`` (True = valid) in
-  ``obs["action_mask"]`` and from ``action_masks()`` alike, the dtype torchrl's ``MaskedCategorical``
-  and tianshou need, and which sb3-contrib's ``MaskablePPO`` accepts.
+- :data:`MASK_DTYPE` and :func:`mask_space`: valid-action masks are ``int8`` (1 = valid) in
+  ``obs["action_mask"]`` and from ``action_masks()`` alike: Gymnasium's convention, so
+  ``env.action_space.sample(mask=obs["action_mask"])`` works, and what sb3-contrib's ``MaskablePPO``
+  takes; torchrl's ``MaskedCategorical`` and tianshou want bools: ``mask.astype(bool)``.
 - :class:`InvalidActions`: what an env does with an action its mask rules out, chosen by the env's
   ``invalid_action``, ``invalid_penalty`` and ``max_invalid_streak`` keywords.
 - :func:`episode_over_error`: the error of ``step()`` once the episode has ended (or before the
@@ -22,11 +23,11 @@ import numpy as np
 from gymnasium import spaces
 
 INVALID_ACTION_MODES = ("penalize", "raise")
-MASK_DTYPE = np.bool_  # the dtype of every valid-action mask (True = valid)
+MASK_DTYPE = np.int8  # the dtype of every valid-action mask (1 = valid), as Gymnasium's Discrete.sample(mask=)
 
 
 def mask_space(n_actions: int) -> spaces.Box:
-    """The space of ``obs["action_mask"]``: ``(n_actions,) bool``."""
+    """The space of ``obs["action_mask"]``: ``(n_actions,) int8``, 1 = valid."""
     return spaces.Box(0, 1, (n_actions,), MASK_DTYPE)
 
 

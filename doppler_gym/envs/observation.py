@@ -29,7 +29,7 @@ key                     shape       dtype    content
 ``phase``               (1,)        int64    0 = SEL (pick an op), 1 = PLC (pick its device)
 ``selected_op``         (1,)        int64    the op being placed, -1 in SEL
 ``graph_id``            (1,)        int64    stable content hash of the graph, < 2**24
-``action_mask``         (N + D,)    bool     True where the action is valid (== ``action_masks()``)
+``action_mask``         (N + D,)    int8     1 where the action is valid (== ``action_masks()``)
 ``device_memory``       (D, 3)      float32  only when the sim config tracks memory: persistent
                                              bytes placed on each device / its memory, the
                                              same with the selected op there, memory / largest
@@ -118,7 +118,7 @@ class ObservationBuilder:
         device_features: ``(D, 7) float32`` see the module table.
         phase: ``(1,) int64`` 0 SEL, 1 PLC.
         selected_op: ``(1,) int64`` -1 in SEL.
-        action_mask: ``(N + D,) bool``, True where the action is valid.
+        action_mask: ``(N + D,) int8``, 1 where the action is valid.
         device_memory: ``(D, 3) float32`` with ``memory=True`` (:mod:`doppler_gym.envs.memory_obs`), else ``None``.
     """
 

@@ -244,7 +244,7 @@ class PlacementEnv(gym.Env):
         return self.observation_builder.observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:
-        """``(max_ops + max_devices,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
+        """``(max_ops + max_devices,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
         return self.observation_builder.action_mask.copy()
 
     def teacher_mask(self) -> np.ndarray:

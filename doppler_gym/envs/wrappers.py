@@ -61,7 +61,7 @@ class _OneDecision(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return int(np.argmax(self._base.teacher_mask()))
 
     def action_masks(self) -> np.ndarray:
-        """``(action_space.n,) bool``: True for the valid agent actions."""
+        """``(action_space.n,) int8``: 1 for the valid agent actions."""
         return self._base.action_masks()[self._cut]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:

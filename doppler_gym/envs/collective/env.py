@@ -66,7 +66,7 @@ class CollectiveEnv(gym.Env):
     ``wants``         (C, N) f32     1 where the commodity must be delivered (static)
     ``capacity_left`` (L,) f32       sends the link may still start in this epoch [sends]
     ``epoch``         (1,) f32       the current epoch ``k`` [epochs]
-    ``action_mask``   (A,) bool      True for valid actions
+    ``action_mask``   (A,) int8      1 for valid actions
     ================  =============  ===========================================================
 
     ## Rewards
@@ -197,7 +197,7 @@ class CollectiveEnv(gym.Env):
         self._sent_now = np.zeros((c, nl), bool)  # (C, L) sent in this epoch
         self._sends: list[tuple[int, int, int]] = []
         self._last_arrival = 0
-        self._mask = np.zeros(self.n_actions, MASK_DTYPE)  # (A,) True = valid action
+        self._mask = np.zeros(self.n_actions, MASK_DTYPE)  # (A,) 1 = valid action
         self._done = True
 
     # ------------------------------------------------------------------ gym API
@@ -247,7 +247,7 @@ class CollectiveEnv(gym.Env):
         return self._observation(), 0.0, False, False, {}
 
     def action_masks(self) -> np.ndarray:
-        """``(n_actions,) bool``: True where the action is valid (== ``obs["action_mask"]``)."""
+        """``(n_actions,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
         return self._mask.copy()
 
     def teacher_actions(self) -> np.ndarray:
@@ -257,7 +257,7 @@ class CollectiveEnv(gym.Env):
         rows = self.teacher_rows()
         rows = rows[rows[:, 2] == self._k]
         acts = rows[:, 0] * self.instance.n_links + rows[:, 1]
-        acts = acts[self._mask[acts]]
+        acts = acts[self._mask[acts] == 1]
         if acts.size == 0:
             return np.array([self.next_epoch_action], np.int64)
         return np.unique(acts)

@@ -115,7 +115,7 @@ def test_invalid_actions_send_nothing_and_a_truncating_streak_reports_the_schedu
     env = make(line3(), invalid_penalty=-0.5, max_invalid_streak=3)
     obs, _ = env.reset()
     u = env.unwrapped
-    bad = int(np.flatnonzero(~obs["action_mask"])[0])
+    bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
     env.step(bad)
     env.step(bad)
     assert u.sends.shape == (0, 3)

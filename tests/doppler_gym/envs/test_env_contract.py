@@ -1,5 +1,5 @@
 """The contract every registered env of this project keeps, run over Gymnasium's registry (as Gymnasium's own
-``tests/envs`` do): the env checker, same seed -> same trajectory, bool masks that agree with
+``tests/envs`` do): the env checker, same seed -> same trajectory, int8 masks that agree with
 ``obs["action_mask"]`` and always leave a valid action, invalid actions penalised (state unchanged) or raised,
 an error naming ``reset()`` after the end, ``TypeError`` for a non-integer action
 (:mod:`doppler_gym.envs.masked`)."""
@@ -90,7 +90,7 @@ def _invalid_actions(env: gym.Env) -> list[int | np.ndarray]:
     MultiDiscrete, an entry past its range."""
     space = env.action_space
     if isinstance(space, spaces.Discrete):
-        masked_out = np.flatnonzero(~_mask(env))
+        masked_out = np.flatnonzero(_mask(env) == 0)
         assert masked_out.size, "no masked-out action to try"
         return [int(masked_out[0]), -1, int(space.n)]
     action = np.zeros(len(space.nvec), np.int64)
@@ -115,15 +115,17 @@ def _rollout(env: gym.Env, seed: int) -> list[tuple]:
     steps: list[tuple] = [(None, obs, 0.0, False, False, _comparable(info))]
     mask_space = env.observation_space.spaces.get("action_mask") if isinstance(env.observation_space, spaces.Dict) \
         else None
-    assert mask_space is None or mask_space.dtype == np.bool_
+    assert mask_space is None or mask_space.dtype == np.int8
     for _ in range(10_000):
         mask = _mask(env)
-        assert mask.dtype == np.bool_, f"action_masks() is {mask.dtype}, not bool"
+        assert mask.dtype == np.int8, f"action_masks() is {mask.dtype}, not int8"
         assert env.observation_space.contains(obs)
         if mask_space is not None:
-            assert obs["action_mask"].dtype == np.bool_
+            assert obs["action_mask"].dtype == np.int8
             np.testing.assert_array_equal(obs["action_mask"], mask, err_msg="obs['action_mask'] != action_masks()")
         assert _mask_rows(env).any(axis=1).all(), "a state without a valid action"
+        if isinstance(env.action_space, spaces.Discrete):  # Gymnasium's own masked sampling takes the mask as it is
+            assert mask[env.action_space.sample(mask=mask)] == 1
         action = _valid_action(env, rng)
         obs, reward, terminated, truncated, info = env.step(action)
         steps.append((action, obs, reward, terminated, truncated, _comparable(info)))

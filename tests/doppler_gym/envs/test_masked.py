@@ -39,10 +39,10 @@ def test_action_array():
         action_array([1, 2], (3,), "Env.step", "one device per op")
 
 
-def test_mask_space_is_bool():
+def test_mask_space_is_int8():
     space = mask_space(5)
-    assert space.dtype == MASK_DTYPE == np.bool_ and space.shape == (5,)
-    assert space.contains(np.ones(5, bool)) and not space.contains(np.ones(5, np.int8))
+    assert space.dtype == MASK_DTYPE == np.int8 and space.shape == (5,)
+    assert space.contains(np.ones(5, np.int8)) and not space.contains(np.full(5, 2, np.int8))
 
 
 def test_episode_over_error_names_reset():
