@@ -128,8 +128,9 @@ class ClusterEnv(gym.Env):
 
     ## Episode End
 
-    Terminates when the last job completes; ``info`` then holds the run's scalar metrics
-    (``avg_jct``, ``p99_jct``, ``makespan``, ``utilisation``, ``occupancy``, ``goodput``,
+    Terminates when the last job completes (the terminal observation's mask marks "advance" alone, so a
+    masked policy handed it stays defined; stepping raises until ``reset()``); ``info`` then holds the
+    run's scalar metrics (``avg_jct``, ``p99_jct``, ``makespan``, ``utilisation``, ``occupancy``, ``goodput``,
     ``effective_fraction``, ``interruptions``, from :meth:`ClusterResult.summary`) and ``result``
     (the :class:`ClusterResult`). Truncated after ``max_steps`` steps. Every step's ``info`` has
     ``now`` [s], ``n_done``, ``n_running``, ``n_waiting``, ``busy_gpus``.
@@ -389,6 +390,7 @@ class ClusterEnv(gym.Env):
             self._result = self._sim.result()
             self._in_system = float(self._result.jobs["jct"].sum())
             self._mask = np.zeros(self.n_actions, MASK_DTYPE)
+            self._mask[-1] = 1  # the terminal observation marks "advance" alone: never an all-zero mask
             return
         self._begin_event()
 

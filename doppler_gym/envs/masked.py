@@ -10,7 +10,8 @@
 - :class:`InvalidActions`: what an env does with an action its mask rules out, chosen by the env's
   ``invalid_action``, ``invalid_penalty`` and ``max_invalid_streak`` keywords.
 - :func:`episode_over_error`: the error of ``step()`` once the episode has ended (or before the
-  first ``reset()``).
+  first ``reset()``); :data:`TERMINAL_ACTION`: the action a terminal observation's mask marks where
+  no action is left, so that no mask is ever all zero.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ import numpy as np
 from gymnasium import spaces
 
 INVALID_ACTION_MODES = ("penalize", "raise")
+# The action a terminal observation's mask marks (the Discrete envs whose last state has no valid action): no
+# mask is ever all zero, since Gymnasium's vector envs hand the terminal observation to the policy, whose
+# masked distribution needs one valid action; stepping after the end raises all the same (call reset()).
+TERMINAL_ACTION = 0
 MASK_DTYPE = np.int8  # the dtype of every valid-action mask (1 = valid), as Gymnasium's Discrete.sample(mask=)
 
 

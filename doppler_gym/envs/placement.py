@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
 from doppler_gym.envs.context import GraphContext, Instances, check_render_mode
-from doppler_gym.envs.masked import InvalidActions, action_index, episode_over_error
+from doppler_gym.envs.masked import TERMINAL_ACTION, InvalidActions, action_index, episode_over_error
 from doppler_gym.envs.memory_obs import MemoryFeatures, oom_info
 from doppler_gym.envs.observation import PLC, SEL, ObservationBuilder
 from doppler_gym.envs.rewards import Reward, make_reward
@@ -85,7 +85,9 @@ class PlacementEnv(gym.Env):
 
     ## Episode End
 
-    Terminates after ``2 * n_ops`` valid steps, when the last op is placed; ``info`` then holds
+    Terminates after ``2 * n_ops`` valid steps, when the last op is placed (the terminal observation's
+    mask marks action 0 alone, so a masked policy handed it stays defined; stepping raises until
+    ``reset()``); ``info`` then holds
     ``makespan``, ``assignment`` (``(n_ops,) int64``), ``order`` (the SEL order, ``(n_ops,) int64``),
     ``reference_makespan``, ``lower_bound`` (:func:`~doppler_gym.sim.makespan_lower_bound`),
     ``estimated_makespan``, ``backend`` (``"sim"``), ``graph_id``, ``graph_name``, ``time_unit`` and
@@ -241,6 +243,7 @@ class PlacementEnv(gym.Env):
         reward = self.reward.final(before, info["makespan"], ref)
         if not info["feasible"]:  # out of memory under SimConfig(memory="enforce")
             reward += self.oom_penalty
+        self.observation_builder.action_mask[TERMINAL_ACTION] = 1  # never an all-zero mask (masked.TERMINAL_ACTION)
         return self.observation_builder.observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:

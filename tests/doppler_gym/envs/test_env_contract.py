@@ -129,6 +129,8 @@ def _rollout(env: gym.Env, seed: int) -> list[tuple]:
         action = _valid_action(env, rng)
         obs, reward, terminated, truncated, info = env.step(action)
         steps.append((action, obs, reward, terminated, truncated, _comparable(info)))
+        if mask_space is not None:  # the terminal observation too: a masked policy may be handed it
+            assert obs["action_mask"].any(), "an observation whose mask is all zero"
         assert not info.get("invalid_action"), "a masked-valid action was rejected"
         if terminated or truncated:
             return steps
