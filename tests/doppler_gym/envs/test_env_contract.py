@@ -62,7 +62,8 @@ IDS = _package_ids()
 
 def _make(env_id: str, **overrides: Any) -> gym.Env:
     if env_id in NEEDS:
-        pytest.importorskip(NEEDS[env_id], reason=f"{env_id} needs {NEEDS[env_id]}")
+        pytest.importorskip(NEEDS[env_id], reason=f"{env_id} needs {NEEDS[env_id]}, from the real extra: "
+                            f"pip install -e '.[real]'")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # make_real_env(calibrate=False) warns about units
         return gym.make(env_id, **{**KWARGS[env_id], **overrides})

@@ -19,7 +19,7 @@ def test_a_missing_simpy_is_an_import_error_naming_the_install(monkeypatch: pyte
 
 
 def test_one_device_makespan_is_the_total_work() -> None:
-    pytest.importorskip("simpy")
+    pytest.importorskip("simpy", reason="the SimPy reference needs simpy, from the dev extra: pip install -e '.[dev]'")
     graph = dg.load_graph("paper/chainmm")
     expected = float(np.asarray(graph.flops).sum()) / 1e10
     assert simpy_makespan(graph, np.zeros(graph.n_ops, dtype=np.int64)) == pytest.approx(expected, rel=1e-12)
