@@ -11,6 +11,8 @@ signature compiled yet in this process, that only empties its cache).
 When: once per process, before the first kernel runs. :func:`ensure_fresh_cache` does it on its
 first call, which :func:`doppler_gym.sim.packing.pack` makes (every kernel run reads a packed
 problem; :func:`~doppler_gym.sim.dispatch.value_range`, which may run before, reads no other file).
+It also installs :mod:`~doppler_gym.sim.compile_notice`, which says so on stderr while a kernel is
+compiled rather than loaded from the cache.
 Importing :mod:`doppler_gym.sim` writes nothing. :func:`refresh_stale_cache` is the same check as
 an explicit step (e.g. after editing a kernel in a running session, before any kernel was loaded).
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from numba.core.dispatcher import Dispatcher
 
 from doppler_gym.sim import (
+    compile_notice,
     dispatch,
     event_loop,
     events,
@@ -36,11 +39,13 @@ from doppler_gym.sim import (
     heap,
     list_kernel,
     packed_layout,
+    partial_kernel,
     unsigned,
 )
 
 # Every module whose code or constants a kernel of another of them compiles in (a test checks this).
-KERNEL_MODULES = (unsigned, heap, packed_layout, finish_times, events, event_loop, list_kernel, dispatch)
+KERNEL_MODULES = (unsigned, heap, packed_layout, finish_times, events, event_loop, list_kernel, dispatch,
+                  partial_kernel)
 DIGEST_FILE = "sim_kernels.sha256"  # beside the Numba cache of the kernels
 
 _lock = threading.Lock()
@@ -100,12 +105,15 @@ def refresh_stale_cache() -> bool:
 
 
 def ensure_fresh_cache() -> None:
-    """:func:`refresh_stale_cache` on the first call in this process; later calls return at once."""
+    """On the first call in this process: install the compile notice
+    (:func:`~doppler_gym.sim.compile_notice.install`), then :func:`refresh_stale_cache`; later calls
+    return at once."""
     global _checked
     if _checked:
         return
     with _lock:
         if not _checked:
+            compile_notice.install()
             refresh_stale_cache()
             _checked = True
 
