@@ -8,12 +8,16 @@ id                         entry point                                     decis
 ``Doppler-Collective-v0``  :class:`~.collective.env.CollectiveEnv`          TE-CCL chunk sends, epoch by epoch
 ``Doppler-Cluster-v0``     :class:`~.cluster.ClusterEnv`                    the next job to start on a GPU cluster
 ``Doppler-Real-v0``        ``envs_real.env:make_real_env``                  as ``Doppler-Sim-v0``, run for real
+``Doppler-SimVec-v0``      :class:`~.vector.PlacementVectorEnv` (make_vec)  ``Doppler-Sim-v0``, N envs per call
 =========================  ==============================================  ====================================
 
 ``ENV_IDS`` holds the graph-placement ids (made with ``graph=...``); ``Doppler-Collective-v0`` and
 ``Doppler-Cluster-v0`` (``registration.COLLECTIVE_ENV_ID``, ``registration.CLUSTER_ENV_ID``) take
 other arguments. ``Doppler-Real-v0`` is a :class:`~.placement.PlacementEnv` whose backend is the real one
 (``envs_real.RealBackend``); its string entry point loads ``envs_real`` only when the env is made.
+
+Batches: ``gym.make_vec("Doppler-SimVec-v0", num_envs=N, ...)`` steps N placement envs in one Numba call
+(:mod:`~.vector`; ``agents.sb3_vec_env.PlacementVecEnv`` is the same for SB3).
 
 Wrappers: :class:`~.wrappers.PlaceOnly` (the agent only places) and :class:`~.wrappers.SelectOnly`
 (the agent only orders). Rewards: :mod:`~.rewards`; backends: :mod:`~.backend`; the observation
@@ -35,6 +39,7 @@ _LAZY = {
     "AssignEnv": "doppler_gym.envs.assign",
     "CollectiveEnv": "doppler_gym.envs.collective.env",
     "ClusterEnv": "doppler_gym.envs.cluster",
+    "PlacementVectorEnv": "doppler_gym.envs.vector",
     "PlaceOnly": "doppler_gym.envs.wrappers",
     "SelectOnly": "doppler_gym.envs.wrappers",
     "Backend": "doppler_gym.envs.backend",
@@ -56,8 +61,9 @@ _LAZY = {
 
 __all__ = [
     "ENV_IDS", "AssignEnv", "Backend", "ClusterEnv", "CollectiveEnv", "GraphContext", "ImprovementReward",
-    "MakespanReward", "ObservationBuilder", "PlaceOnly", "PlacementEnv", "Reward", "SelectOnly", "ShapedReward",
-    "SimBackend", "SparseReward", "graph_id", "make_reward", "register_reward", "reward_names", "unregister_reward",
+    "MakespanReward", "ObservationBuilder", "PlaceOnly", "PlacementEnv", "PlacementVectorEnv", "Reward",
+    "SelectOnly", "ShapedReward", "SimBackend", "SparseReward", "graph_id", "make_reward", "register_reward",
+    "reward_names", "unregister_reward",
 ]
 
 

@@ -1,4 +1,9 @@
-"""``Doppler-Cluster-v0``: online job scheduling on the job-level cluster simulator (:mod:`doppler_gym.cluster`)."""
+"""``Doppler-Cluster-v0``: online job scheduling on the job-level cluster simulator (:mod:`doppler_gym.cluster`).
+
+The observation is built by :mod:`doppler_gym.envs.cluster_obs`, the reward by
+:mod:`doppler_gym.envs.cluster_reward`; this module holds the env: its arguments, the allocation the
+agent edits within an event, and the simulation it hands that allocation to.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from doppler_gym.cli.cluster_cmd import parse_cluster
 from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster import schedulers, traces
+from doppler_gym.cluster.engine import simulate_cluster
 from doppler_gym.cluster.failures import FailureModel
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult
@@ -17,12 +24,17 @@ from doppler_gym.cluster.schedulers import Allocation, JobView
 from doppler_gym.cluster.simulation import ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, JobTrace
-from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, mask_space
+from doppler_gym.envs.cluster_obs import CLUSTER_FEATURES, JOB_FEATURES, NODE_FEATURES, ClusterObservation
+from doppler_gym.envs.cluster_reward import REWARDS, BaselineTimeInSystem, time_in_system
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error
 from doppler_gym.specs import parse_spec, spec_name
 
-JOB_FEATURES = ("present", "waiting", "running", "shared", "gpus", "nodes", "attained", "age", "speed", "remaining")
-NODE_FEATURES = ("free_gpus", "shareable_gpus")
-CLUSTER_FEATURES = ("free_gpus", "shareable_gpus", "time", "hidden_jobs")
+__all__ = ["CLUSTER_FEATURES", "DEFAULT_PREEMPTION_COST", "JOB_FEATURES", "NODE_FEATURES", "ClusterEnv"]
+
+# [s] checkpoint restore a job pays when it starts again after a preemption or a migration: the 30 s
+# re-allocation delay of the Pollux/AdaptDL simulator (petuum/adaptdl, simulator/simulator.py,
+# Job.reallocate: rescale_time = 30), the figure docs/results/cluster.md uses for the Pollux workload
+DEFAULT_PREEMPTION_COST = 30.0
 
 
 class _External(schedulers.Scheduler):
@@ -67,16 +79,25 @@ class ClusterEnv(gym.Env):
     ``Discrete(max_jobs * n_modes + 1)``, ``modes`` = ``gpu_choices`` (``"pack"``, ``"spread"``), then
     ``"share"`` if ``sharing``, then ``"preempt"`` if ``preemption`` (``env.modes``). Action
     ``row * n_modes + m`` applies mode ``m`` to the job in ``row`` of the observation; the last
-    action advances. Validity (``obs["action_mask"]``, also :meth:`action_masks` for sb3-contrib's
-    MaskablePPO):
+    action advances. Validity (``obs["action_mask"]``, int8, also :meth:`action_masks` for
+    sb3-contrib's MaskablePPO):
 
     - ``pack`` / ``spread``: the job waits and its GPUs are free (:func:`doppler_gym.cluster.placement.pack`
-      / ``spread``); ``spread`` is masked where it would pick the same GPUs as ``pack``;
+      / ``spread``); ``spread`` is masked where it would pick the same GPUs as ``pack``; restarting a
+      job preempted in this event on exactly the GPUs it held (undoing the preemption) is masked,
+      unless the mask would otherwise be all zero or advancing is blocked (below) with no other start
+      on free GPUs valid;
     - ``share``: the job waits and :func:`~doppler_gym.cluster.placement.shared` finds GPUs holding
       one job each that it may share with;
     - ``preempt``: the job was running at this event and has not been preempted in it (a job
-      started in this event cannot be preempted in it, so an event takes at most two actions per job);
-    - advance: some job would run (the cluster never idles while jobs wait).
+      started in this event cannot be preempted in it, so an event takes at most two actions per job)
+      and, with ``preempt_to_fit`` (default), some visible waiting job does not fit on the free GPUs
+      (a preemption can only make room for one; without the rule a policy can preempt and restart
+      jobs to no end, each restart elsewhere paying ``preemption_cost``);
+    - advance: some job would run and, with ``work_conserving`` (default), no visible waiting job
+      fits on the free GPUs (``pack`` or ``spread`` would place it): the cluster never idles GPUs a
+      waiting job could use, so a policy chooses which jobs run and in what order, not whether to
+      leave GPUs idle. Preempting a job therefore only pays where another job takes its GPUs.
 
     When advance is the only valid action the env advances by itself. An invalid action, with
     ``invalid_action="penalize"`` (default), leaves the state unchanged, is rewarded
@@ -87,39 +108,62 @@ class ClusterEnv(gym.Env):
 
     ## Observation Space
 
-    A ``Dict``. Rows are the visible jobs: the first ``max_jobs`` active (arrived, waiting or
-    running, not in a restart delay) jobs in arrival order (a sliding window over longer traces);
-    padding rows are 0.
+    A ``Dict`` of finite boxes; every float lies in ``[0, 1]``, so an MLP (SB3's ``MultiInputPolicy``)
+    can take it as it is. Rows of ``jobs`` are the visible jobs: the first ``max_jobs`` active
+    (arrived, waiting or running, not in a restart delay) jobs in arrival order (a sliding window over
+    longer traces); padding rows are 0. Times are squashed, ``sq(x) = x / (x + time_scale)``
+    (:func:`doppler_gym.envs.cluster_obs.squash`: 0 at 0, 0.5 at ``time_scale``, monotone).
 
-    ==================  ===========================  ========  =========================================
-    key                 shape                        dtype     content
-    ==================  ===========================  ========  =========================================
-    ``jobs``            ``(max_jobs, 10)``           float32   per row: present; waiting; running; on
-                                                               a shared GPU; GPUs requested / cluster
-                                                               GPUs; nodes it spans / nodes; attained
-                                                               service (GPU s) / ``time_scale``; age
-                                                               (now - arrival) / ``time_scale``; speed
-                                                               (solo s per s, 0 restoring or just
-                                                               started); remaining solo time /
-                                                               ``time_scale`` (0 unless
-                                                               ``known_durations``)
-    ``nodes``           ``(n_nodes, 2)``             float32   per node: free GPUs, GPUs holding one
-                                                               job, / its GPUs
-    ``cluster``         ``(4,)``                     float32   free GPUs, GPUs holding one job, / GPUs;
-                                                               now / ``time_scale``; active jobs
-                                                               outside the window / ``max_jobs``
-    ``action_mask``     ``(max_jobs * n_modes + 1,)``  int8    1 where the action is valid
-    ==================  ===========================  ========  =========================================
+    ==================  ==============================  =======  ===============================================
+    key                 shape                           dtype    columns (all in [0, 1])
+    ==================  ==============================  =======  ===============================================
+    ``jobs``            ``(max_jobs, 12)``              float32  ``present``: 1 for a job, 0 padding;
+                                                                 ``waiting``, ``running``: 0/1 in the edited
+                                                                 allocation; ``shared``: 1 if a GPU it runs on
+                                                                 holds another job; ``gpus``: GPUs requested /
+                                                                 cluster GPUs; ``nodes``: nodes it spans /
+                                                                 nodes; ``attained``: sq(attained service
+                                                                 [GPU s]); ``age``: sq(now - arrival [s]);
+                                                                 ``speed``: solo seconds per second (0 while
+                                                                 restoring, or started or preempted in this
+                                                                 event); ``remaining``: sq(remaining solo time
+                                                                 [s]) with ``known_durations``, else 0;
+                                                                 ``attained_rank``: the fraction of the other
+                                                                 visible jobs with less attained service;
+                                                                 ``remaining_rank``: the same for remaining
+                                                                 GPU-seconds (remaining solo time x GPUs) with
+                                                                 ``known_durations``, else 0
+    ``nodes``           ``(n_nodes, 2)``                float32  ``free_gpus``, ``shareable_gpus`` (holding one
+                                                                 job) / the node's GPUs
+    ``cluster``         ``(4,)``                        float32  ``free_gpus``, ``shareable_gpus`` / cluster
+                                                                 GPUs; ``jobs_in_system``: J / (J +
+                                                                 max_jobs), J the jobs arrived and unfinished
+                                                                 (what the reward charges for); ``hidden_jobs``:
+                                                                 h / (h + max_jobs), h the active jobs outside
+                                                                 the window
+    ``action_mask``     ``(max_jobs * n_modes + 1,)``   int8     1 where the action is valid
+    ==================  ==============================  =======  ===============================================
 
     The observation reflects the allocation edited so far in this event. No future arrivals are shown.
 
     ## Rewards
 
-    Minus the increase of the summed time in system of all jobs (each arrived job counts from its
-    arrival to its completion or to now) since the previous step, divided by ``time_scale`` [s]
-    (default 3600: job-hours). Steps that do not advance get 0. The undiscounted return of a
-    complete episode is therefore ``-sum(JCT) / time_scale`` (up to float rounding). Invalid
-    actions get ``invalid_penalty``.
+    Charged per unit of simulated time (:mod:`doppler_gym.envs.cluster_reward`): an action that
+    hands the allocation to the engine earns minus the job-seconds the jobs in the system (J:
+    arrived and unfinished) accrue until the next decision, ``integral of J dt``, divided by
+    ``time_scale`` [s] (default 3600: the unit is the job-hour). Actions within one event take no
+    simulated time and earn 0. ``reward="time"`` (default; DeepRM's and Decima's reward): the
+    undiscounted return of a complete episode is ``-sum(JCT) / time_scale`` exactly (up to float
+    rounding). ``reward="relative"``: minus the same less what ``reward_baseline``'s run of the same
+    trace (``dg.cluster.run``, same seed and options) accrues over the same interval, so the
+    undiscounted return is ``(sum(JCT_baseline) - sum(JCT)) / time_scale``: 0 when the agent does
+    what the baseline does, above 0 when it does better, and the arrivals' load, which both runs
+    share, cancels out of each reward. Invalid actions get ``invalid_penalty``.
+
+    Discount per step (SB3's ``gamma``) is per decision, not per second: with ``gamma < 1`` the
+    zero-time edits within an event postpone, so shrink, every later reward, which under
+    ``"time"`` (all rewards <= 0) favours churn. Use ``gamma = 1``, as DeepRM and Decima do (the
+    shipped MaskablePPO recipe, ``agents/recipes/hyperparams/maskable_ppo.yml``, does).
 
     ## Starting State
 
@@ -132,27 +176,38 @@ class ClusterEnv(gym.Env):
     masked policy handed it stays defined; stepping raises until ``reset()``); ``info`` then holds the
     run's scalar metrics (``avg_jct``, ``p99_jct``, ``makespan``, ``utilisation``, ``occupancy``, ``goodput``,
     ``effective_fraction``, ``interruptions``, from :meth:`ClusterResult.summary`) and ``result``
-    (the :class:`ClusterResult`). Truncated after ``max_steps`` steps. Every step's ``info`` has
-    ``now`` [s], ``n_done``, ``n_running``, ``n_waiting``, ``busy_gpus``.
+    (the :class:`ClusterResult`), and with ``reward="relative"`` ``baseline_avg_jct`` [s]. Truncated
+    after ``max_steps`` steps. Every step's ``info`` has ``now`` [s], ``n_done``, ``n_running``,
+    ``n_waiting``, ``busy_gpus``.
 
     ## Arguments
 
     - ``trace``: a :class:`~doppler_gym.cluster.JobTrace`, a shipped trace name
       (``doppler_gym.cluster.traces.names()``), or ``"generated:N"`` (``traces.generate(N, seed=seed,
       **trace_kwargs)``). Default ``"generated:16"``.
-    - ``cluster``: a :class:`~doppler_gym.cluster.Cluster` (default ``Cluster.uniform(2, 8)``: 16 V100).
+    - ``cluster``: a :class:`~doppler_gym.cluster.Cluster` or a spec in the grammar of ``doppler
+      cluster --cluster``, ``[uniform:]NODESxGPUS[:TYPE]`` (``"2x8"``, ``"uniform:4x8:p100"``; 8-GPU V100
+      nodes are DGX-1). Default ``Cluster.uniform(2, 8)``: 16 V100.
     - ``max_jobs``: rows of the job window (default ``min(len(trace), 32)``).
     - ``seed``: seeds a generated trace (default 0).
-    - ``time_scale``: [s] the unit of the reward and of the time features (default 3600).
+    - ``time_scale``: [s] the unit of the reward and the scale of the squashed time features
+      (default 3600).
+    - ``reward``: ``"time"`` (default) or ``"relative"`` (see Rewards); ``reward_baseline``: the
+      scheduler of ``"relative"`` (a ``doppler_gym.cluster.schedulers.names()`` name, default ``"fifo"``).
     - ``preemption`` (default True), ``sharing`` (default True), ``gpu_choices`` (default
       ``("pack", "spread")``): the action modes.
-    - ``preemption_cost``: [s] checkpoint restore after a preemption or migration (default 0).
+    - ``preemption_cost``: [s] checkpoint restore after a preemption or migration (default
+      :data:`DEFAULT_PREEMPTION_COST`, 30 s: the Pollux/AdaptDL simulator's re-allocation delay).
     - ``failures``: a :class:`~doppler_gym.cluster.FailureModel` (default none); ``checkpoints``:
       ``"fixed"`` or ``"young"`` (as :func:`doppler_gym.cluster.run`).
     - ``round_s``: [s] round ticks while a job waits (default None: none).
     - ``interference``: the sharing model (default :class:`~doppler_gym.cluster.GavelInterference`).
     - ``known_durations``: show each job's remaining solo time (default False).
-    - ``resample_trace``: with ``"generated:N"``, draw a new trace at each reset (default False).
+    - ``work_conserving``: mask "advance" while a visible waiting job fits on the free GPUs (default
+      True); ``preempt_to_fit``: mask "preempt" unless a visible waiting job does not fit on the free
+      GPUs (default True). See Action Space.
+    - ``resample_trace``: with ``"generated:N"``, draw a new trace at each reset (default False); the
+      seed of the current generated trace is ``env.trace_seed`` (``None`` for other traces).
     - ``trace_kwargs``: keyword arguments of ``traces.generate`` for ``"generated:N"``.
     - ``max_steps``: truncation (default ``200 * len(trace) + 1000``).
     - ``invalid_action`` (``"penalize"`` or ``"raise"``, default ``"penalize"``), ``invalid_penalty``
@@ -161,19 +216,23 @@ class ClusterEnv(gym.Env):
 
     ## Version History
 
-    - v0: initial version (start, pack/spread, share, preempt; failures and round ticks by argument;
-      sliding job window).
+    - v0: start, pack/spread, share, preempt; failures and round ticks by argument; sliding job
+      window; observations in [0, 1]; reward per unit of simulated time (``"time"``, ``"relative"``);
+      a 30 s default preemption cost; cluster specs; the work-conserving and preempt-to-fit mask rules.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, trace: JobTrace | str = "generated:16", cluster: Cluster | None = None,
+    def __init__(self, trace: JobTrace | str = "generated:16", cluster: Cluster | str | None = None,
                  max_jobs: int | None = None, seed: int = 0, time_scale: float = 3600.0, *,
+                 reward: str = "time", reward_baseline: str = "fifo",
                  preemption: bool = True, sharing: bool = True, gpu_choices: tuple[str, ...] = ("pack", "spread"),
-                 preemption_cost: float = 0.0, failures: FailureModel | None = None, checkpoints: str = "fixed",
-                 round_s: float | None = None, interference: object | None = None, known_durations: bool = False,
-                 resample_trace: bool = False, trace_kwargs: dict[str, Any] | None = None,
-                 max_steps: int | None = None, invalid_action: str = "penalize", invalid_penalty: float = -0.01,
+                 preemption_cost: float = DEFAULT_PREEMPTION_COST, failures: FailureModel | None = None,
+                 checkpoints: str = "fixed", round_s: float | None = None, interference: object | None = None,
+                 known_durations: bool = False, work_conserving: bool = True, preempt_to_fit: bool = True,
+                 resample_trace: bool = False,
+                 trace_kwargs: dict[str, Any] | None = None, max_steps: int | None = None,
+                 invalid_action: str = "penalize", invalid_penalty: float = -0.01,
                  max_invalid_streak: int | None = None, render_mode: str | None = None) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode={render_mode!r}: Doppler-Cluster-v0 has no render modes")
@@ -186,20 +245,24 @@ class ClusterEnv(gym.Env):
         self._trace_kwargs = dict(trace_kwargs or {})
         self._trace_spec = trace
         self.trace = _as_trace(trace, int(seed), self._trace_kwargs)
+        # the seed of traces.generate behind self.trace ("generated:N"; None for a JobTrace or a shipped trace)
+        self.trace_seed: int | None = int(seed) if isinstance(trace, str) and spec_name(trace) == "generated" else None
         if resample_trace and not (isinstance(trace, str) and trace.startswith("generated:")):
             raise ValueError("resample_trace=True needs trace='generated:N'")
-        if cluster is None:
-            cluster = Cluster.uniform(2, 8)
-        if not isinstance(cluster, Cluster):
-            raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster, got {type(cluster).__name__}")
-        self.cluster = cluster
+        self.cluster = cluster = _as_cluster(cluster)
         n = len(self.trace)
         if max_jobs is None:
             max_jobs = min(n, 32)
         if isinstance(max_jobs, bool) or not isinstance(max_jobs, (int, np.integer)) or max_jobs < 1:
             raise ValueError(f"max_jobs must be an int >= 1, got {max_jobs!r}")
-        if not (isinstance(time_scale, (int, float)) and np.isfinite(time_scale) and time_scale > 0):
+        if isinstance(time_scale, bool) or not (isinstance(time_scale, (int, float)) and np.isfinite(time_scale)
+                                                and time_scale > 0):
             raise ValueError(f"time_scale must be a finite number > 0 [s], got {time_scale!r}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        if reward_baseline not in schedulers.names():
+            raise ValueError(f"reward_baseline must be a scheduler name among {schedulers.names()}, "
+                             f"got {reward_baseline!r}")
         gpu_choices = tuple(gpu_choices)
         bad = [c for c in gpu_choices if c not in pl.GPU_CHOICES]
         if not gpu_choices or bad or len(set(gpu_choices)) != len(gpu_choices):
@@ -212,25 +275,22 @@ class ClusterEnv(gym.Env):
             raise ValueError(f"max_steps must be None or an int >= 1, got {max_steps!r}")
         self.modes = (*gpu_choices, *(("share",) if sharing else ()), *(("preempt",) if preemption else ()))
         self.n_jobs, self.max_jobs, self.time_scale, self.seed_ = n, int(max_jobs), float(time_scale), int(seed)
+        self.reward_name, self.reward_baseline = reward, reward_baseline
         self.preemption_cost, self.failures, self.checkpoints = preemption_cost, failures or FailureModel(), checkpoints
         self.round_s, self.known_durations, self.resample_trace = round_s, bool(known_durations), bool(resample_trace)
+        self.work_conserving, self.preempt_to_fit = bool(work_conserving), bool(preempt_to_fit)
         self.interference = interference if interference is not None else GavelInterference()
         self.max_steps = max_steps if max_steps is not None else 200 * n + 1000
         self.render_mode = None
         self._times = IterationTimes(cluster)
         self._gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])
         self._gpu_type = [cluster.nodes[k].gpu_type for k in self._gpu_node]
-        self._node_gpus = np.array([nd.gpus for nd in cluster.nodes], dtype=np.float64)
         self._set_trace(self.trace)
-        nm = len(self.modes)
-        self.n_actions = self.max_jobs * nm + 1
+        self.n_actions = self.max_jobs * len(self.modes) + 1
         self.action_space = spaces.Discrete(self.n_actions)
-        self.observation_space = spaces.Dict({
-            "jobs": spaces.Box(0.0, np.inf, (self.max_jobs, len(JOB_FEATURES)), np.float32),
-            "nodes": spaces.Box(0.0, 1.0, (len(cluster.nodes), len(NODE_FEATURES)), np.float32),
-            "cluster": spaces.Box(0.0, np.inf, (len(CLUSTER_FEATURES),), np.float32),
-            "action_mask": mask_space(self.n_actions),
-        })
+        self._observe = ClusterObservation(cluster, self.max_jobs, self.time_scale, self.known_durations,
+                                           self.n_actions)
+        self.observation_space = self._observe.space
         # the constructor checks the trace and options against the cluster now (ValueError), not at reset; the
         # first event also fills the iteration-time cache of the jobs arriving first
         self._new_sim(0).run_until_decision()
@@ -247,19 +307,30 @@ class ClusterEnv(gym.Env):
                                  interference=self.interference, times=self._times, checkpoints=self.checkpoints,
                                  preemption_cost=self.preemption_cost)
 
+    def _baseline(self, seed: int) -> BaselineTimeInSystem:
+        """The time in system of ``reward_baseline``'s run of this trace, with the episode's seed and options."""
+        ref = simulate_cluster(self.trace, self.cluster, schedulers.make(self.reward_baseline), seed=seed,
+                               failures=self.failures, interference=self.interference, times=self._times,
+                               checkpoints=self.checkpoints, preemption_cost=self.preemption_cost)
+        return BaselineTimeInSystem(self._arrival, ref.jobs["completion"])
+
     # -- episode --------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if self.resample_trace:
             n = _generated_count(str(self._trace_spec))
-            self._set_trace(traces.generate(n, seed=int(self.np_random.integers(2**31)), **self._trace_kwargs))
-        self._sim = self._new_sim(int(self.np_random.integers(2**31)))
+            self.trace_seed = int(self.np_random.integers(2**31))
+            self._set_trace(traces.generate(n, seed=self.trace_seed, **self._trace_kwargs))
+        sim_seed = int(self.np_random.integers(2**31))
+        self._sim = self._new_sim(sim_seed)
+        self._base = self._baseline(sim_seed) if self.reward_name == "relative" else None
         self._view: JobView | None = self._sim.run_until_decision()
         self._result: ClusterResult | None = None
         self._steps = 0
         self._truncated = False
         self.invalid_actions.reset()
-        self._in_system = 0.0  # [s] summed time in system at the current event
+        self._in_system = 0.0  # [job s] summed time in system at the current event
+        self._clock = 0.0  # [s] the current event's time (the makespan after the last completion)
         self._begin_event()
         self._settle()
         return self._obs(), self._info()
@@ -275,18 +346,23 @@ class ClusterEnv(gym.Env):
             return self._obs(), reward, False, self._truncated, {**self._info(), **rejection}
         self._steps += 1
         self.invalid_actions.accept()
-        before = self._in_system
+        before, clock = self._in_system, self._clock
         if a == self.n_actions - 1:
             self._advance()
         else:
             self._apply(self._rows[a // len(self.modes)], self.modes[a % len(self.modes)])
         self._settle()
-        reward = -(self._in_system - before) / self.time_scale
         terminated = self._view is None
+        accrued = self._in_system - before  # [job s] over [clock, self._clock]; 0 within an event
+        if self._base is not None and (terminated or self._clock != clock):
+            accrued -= self._base.at(np.inf if terminated else self._clock) - self._base.at(clock)
+        reward = -accrued / self.time_scale
         info = self._info()
         if terminated:
             info.update(self._result.summary())
             info["result"] = self._result
+            if self._base is not None:
+                info["baseline_avg_jct"] = self._base.total / self.n_jobs
         self._truncated = not terminated and self._steps >= self.max_steps
         return self._obs(), float(reward), terminated, self._truncated, info
 
@@ -327,20 +403,23 @@ class ClusterEnv(gym.Env):
         self._plan = {int(i): list(v.alloc[i]) for i in np.flatnonzero(v.running)}
         self._occ = [list(o) for o in v.occupants]
         self._was_running = set(self._plan)
+        self._held = {i: sorted(g) for i, g in self._plan.items()}  # the GPUs each running job held at the event
         self._preempted: set[int] = set()
         self._started: set[int] = set()
-        arrived = self._arrival <= v.now
-        end = np.where(np.isnan(v.completion), v.now, v.completion)
-        self._in_system = float((end - self._arrival)[arrived].sum())
+        self._clock = float(v.now)
+        self._in_system = time_in_system(self._arrival, v.completion, v.now)
         active = np.asarray(v.active, dtype=np.int64)
         self._rows = active[: self.max_jobs]
         self._hidden = len(active) - len(self._rows)
         self._refresh_mask()
 
-    def _candidates(self, i: int) -> dict[str, list[int] | None]:
-        """GPUs each start mode would give waiting job ``i`` now (``None``: not possible)."""
+    def _candidates(self, i: int, free: dict[int, list[int]], memo: dict) -> dict[str, list[int] | None]:
+        """GPUs each start mode would give waiting job ``i`` now (``None``: not possible); ``free``: the free
+        GPUs by node; ``memo``: this refresh's answers by (GPU count, sharing type), which decide them."""
         k = int(self._req[i])
-        free = pl.free_by_node(self._occ, self._gpu_node)
+        key = (k, self._types[i] if "share" in self.modes else None)
+        if key in memo:
+            return memo[key]
         out: dict[str, list[int] | None] = {}
         for c in self.modes:
             if c in pl.GPU_CHOICES:
@@ -349,23 +428,44 @@ class ClusterEnv(gym.Env):
                 out[c] = pl.shared(self._types[i], k, self._occ, self._types, self._gpu_type, self.interference)
         if "spread" in out and "pack" in out and out["spread"] == out["pack"]:
             out["spread"] = None
+        memo[key] = out
         return out
 
     def _refresh_mask(self) -> None:
         nm = len(self.modes)
         mask = np.zeros(self.n_actions, MASK_DTYPE)  # (n_actions,) 1 = valid action
         self._cands: dict[int, dict[str, list[int] | None]] = {}
+        free = pl.free_by_node(self._occ, self._gpu_node)
+        memo: dict = {}
+        preempt = self.modes.index("preempt") if "preempt" in self.modes else None
+        undo: list[int] = []  # actions restarting a job preempted in this event on the GPUs it held
+        fits = False  # a visible waiting job fits on free GPUs
+        short = False  # a visible waiting job does not fit on free GPUs
+        starts = 0  # valid start actions on free GPUs (undoing a preemption aside)
+        victims: list[int] = []  # preempt actions of the jobs running since the event began, not preempted in it
         for r, i in enumerate(self._rows.tolist()):
             if i in self._plan:
-                if "preempt" in self.modes and i in self._was_running and i not in self._preempted:
-                    mask[r * nm + self.modes.index("preempt")] = True
+                if preempt is not None and i in self._was_running and i not in self._preempted:
+                    victims.append(r * nm + preempt)
                 continue
-            cands = self._candidates(i)
+            cands = self._candidates(i, free, memo)
             self._cands[i] = cands
+            fit = any(cands.get(c) is not None for c in pl.GPU_CHOICES)
+            fits, short = fits or fit, short or not fit
             for m, c in enumerate(self.modes):
-                if cands.get(c) is not None:
-                    mask[r * nm + m] = True
-        mask[-1] = bool(self._plan)
+                gpus = cands.get(c)
+                if gpus is not None:
+                    if i in self._preempted and sorted(gpus) == self._held[i]:
+                        undo.append(r * nm + m)
+                    else:
+                        mask[r * nm + m] = True
+                        starts += c in pl.GPU_CHOICES
+        if short or not self.preempt_to_fit:  # a preemption can make room for a waiting job
+            mask[victims] = True
+        blocked = self.work_conserving and fits  # advancing would leave a fitting job waiting on free GPUs
+        mask[-1] = bool(self._plan) and not blocked
+        if not mask.any() or (blocked and not starts):  # undoing a preemption is the only way on: allow it
+            mask[undo] = True
         self._mask = mask
 
     def _apply(self, i: int, mode: str) -> None:
@@ -389,6 +489,7 @@ class ClusterEnv(gym.Env):
         if self._view is None:
             self._result = self._sim.result()
             self._in_system = float(self._result.jobs["jct"].sum())
+            self._clock = float(np.nanmax(self._result.jobs["completion"]))
             self._mask = np.zeros(self.n_actions, MASK_DTYPE)
             self._mask[-1] = 1  # the terminal observation marks "advance" alone: never an all-zero mask
             return
@@ -400,48 +501,34 @@ class ClusterEnv(gym.Env):
             self._advance()
 
     def _obs(self) -> dict[str, np.ndarray]:
-        jobs = np.zeros((self.max_jobs, len(JOB_FEATURES)), np.float32)
-        nodes = np.zeros((len(self.cluster.nodes), len(NODE_FEATURES)), np.float32)
-        clus = np.zeros(len(CLUSTER_FEATURES), np.float32)
-        g, n_nodes = self.cluster.n_gpus, len(self.cluster.nodes)
-        if self._view is not None:
-            v = self._view
-            rows = self._rows
-            k = len(rows)
-            running = np.array([i in self._plan for i in rows.tolist()], dtype=bool)
-            occ_n = np.array([len(o) for o in self._occ])
-            jobs[:k, 0] = 1.0
-            jobs[:k, 1] = ~running
-            jobs[:k, 2] = running
-            for r, i in enumerate(rows.tolist()):
-                gs = self._plan.get(i, [])
-                if gs:
-                    jobs[r, 3] = float((occ_n[gs] > 1).any())
-                    jobs[r, 5] = len(set(self._gpu_node[gs].tolist())) / n_nodes
-            jobs[:k, 4] = self._req[rows] / g
-            jobs[:k, 6] = v.attained[rows] / self.time_scale
-            jobs[:k, 7] = np.maximum(v.now - self._arrival[rows], 0.0) / self.time_scale
-            unchanged = np.array([i in self._was_running and i not in self._started for i in rows.tolist()], bool)
-            jobs[:k, 8] = np.where(unchanged, v.speed[rows], 0.0)
-            if self.known_durations:
-                jobs[:k, 9] = np.maximum(v.remaining[rows], 0.0) / self.time_scale
-            free = np.bincount(self._gpu_node[occ_n == 0], minlength=n_nodes)
-            single = np.bincount(self._gpu_node[occ_n == 1], minlength=n_nodes)
-            nodes[:, 0] = free / self._node_gpus
-            nodes[:, 1] = single / self._node_gpus
-            clus[:] = (free.sum() / g, single.sum() / g, v.now / self.time_scale, self._hidden / self.max_jobs)
-        else:
-            nodes[:, 0] = 1.0
-            clus[:] = (1.0, 0.0, np.nanmax(self._result.jobs["completion"]) / self.time_scale, 0.0)
-        return {"jobs": jobs, "nodes": nodes, "cluster": clus, "action_mask": self._mask.copy()}
+        if self._view is None:
+            return self._observe.terminal(self._mask)
+        unchanged = np.array([i in self._was_running and i not in self._started for i in self._rows.tolist()], bool)
+        return self._observe.build(self._view, self._rows, self._plan, self._occ, unchanged, self._hidden, self._mask)
 
     def _info(self) -> dict[str, Any]:
         if self._view is None:
-            return {"now": float(np.nanmax(self._result.jobs["completion"])), "n_done": self.n_jobs,
-                    "n_running": 0, "n_waiting": 0, "busy_gpus": 0}
+            return {"now": self._clock, "n_done": self.n_jobs, "n_running": 0, "n_waiting": 0, "busy_gpus": 0}
         v = self._view
         return {"now": float(v.now), "n_done": int((~np.isnan(v.completion)).sum()), "n_running": len(self._plan),
                 "n_waiting": len(v.active) - len(self._plan), "busy_gpus": sum(1 for o in self._occ if o)}
+
+
+def _as_cluster(cluster: Cluster | str | None) -> Cluster:
+    """``cluster`` as a :class:`Cluster`: ``None`` is ``Cluster.uniform(2, 8)``; a string is a ``doppler cluster
+    --cluster`` spec, ``[uniform:]NODESxGPUS[:TYPE]``."""
+    if cluster is None:
+        return Cluster.uniform(2, 8)
+    if isinstance(cluster, str):
+        try:
+            return parse_cluster(cluster)
+        except ValueError as e:
+            raise ValueError(f"cluster={cluster!r} is not a cluster spec ([uniform:]NODESxGPUS[:TYPE], as `doppler "
+                             f"cluster --cluster` takes, e.g. '2x8' or 'uniform:4x8:p100'): {e}") from None
+    if not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster or a spec such as '2x8', "
+                        f"got {type(cluster).__name__}")
+    return cluster
 
 
 def _as_trace(trace: JobTrace | str, seed: int, kwargs: dict[str, Any]) -> JobTrace:

@@ -32,6 +32,10 @@ from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.packing import device_tables
 from doppler_gym.topology.types import Topology
 
+# The largest value a float feature of the placement observation takes: times are in units of the graph's
+# compute-only critical path and memory in units of a device's memory, so real values stay far below; larger
+# ones are clipped to it, which keeps every Box finite (Gymnasium's and SB3's checkers ask for finite bounds).
+FEATURE_MAX = 1.0e4
 GRAPH_ID_MODULUS = 2**24  # ids stay exact after SB3 casts observations to float32 (24-bit mantissa)
 N_OP_FEATURES = 5
 N_DEVICE_STATIC = 2

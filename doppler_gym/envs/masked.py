@@ -8,7 +8,11 @@
   ``env.action_space.sample(mask=obs["action_mask"])`` works, and what sb3-contrib's ``MaskablePPO``
   takes; torchrl's ``MaskedCategorical`` and tianshou want bools: ``mask.astype(bool)``.
 - :class:`InvalidActions`: what an env does with an action its mask rules out, chosen by the env's
-  ``invalid_action``, ``invalid_penalty`` and ``max_invalid_streak`` keywords.
+  ``invalid_action``, ``invalid_penalty`` and ``max_invalid_streak`` keywords; in ``"penalize"`` mode the
+  first invalid action of an env instance warns (:class:`InvalidActionWarning`), later ones are silent.
+- :class:`ActionMasks`: the wrapper ``gym.make`` puts outermost on every doppler-gym id (the ids'
+  ``additional_wrappers``, :mod:`doppler_gym.envs.registration`), so that
+  ``gym.make(env_id).action_masks()`` works through Gymnasium's own wrappers, which forward no attribute.
 - :func:`episode_over_error`: the error of ``step()`` once the episode has ended (or before the
   first ``reset()``); :data:`TERMINAL_ACTION`: the action a terminal observation's mask marks where
   no action is left, so that no mask is ever all zero.
@@ -17,9 +21,11 @@
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -84,6 +90,11 @@ def episode_over_error(where: str) -> RuntimeError:
     return RuntimeError(f"{where}: the episode has ended (or never started); call reset()")
 
 
+class InvalidActionWarning(UserWarning):
+    """An env penalised an action its mask rules out (once per env instance; silence it with
+    ``warnings.simplefilter("ignore", InvalidActionWarning)``)."""
+
+
 class Rejection(NamedTuple):
     """The outcome of an invalid action in ``"penalize"`` mode."""
 
@@ -97,7 +108,11 @@ class InvalidActions:
 
     With ``mode="penalize"`` the env leaves its state unchanged and returns :meth:`reject`'s
     reward (``penalty``), ``info`` (``invalid_action=True``, ``invalid_streak``) and truncation
-    (after ``max_streak`` consecutive invalid actions; ``None``: never). With ``mode="raise"``
+    (after ``max_streak`` consecutive invalid actions; ``None``: never). The first rejection of an
+    instance (so of the env that owns it) warns with :class:`InvalidActionWarning`: what happened,
+    the penalty, and how to avoid it (masks, or ``invalid_action="raise"``); later ones are silent.
+    The text depends only on ``penalty`` and ``max_streak``, so Python's default warning filter
+    shows it once per process for many envs of one class (a vector of them). With ``mode="raise"``
     :meth:`reject` raises ``ValueError`` with the env's message, which says which actions are valid.
 
     Args:
@@ -124,6 +139,7 @@ class InvalidActions:
         self.penalty = float(penalty)
         self.max_streak = None if max_streak is None else int(max_streak)
         self.streak = 0  # consecutive invalid actions up to now [steps]
+        self.warned = False  # the first rejection warned (once per instance, across episodes)
 
     def reset(self) -> None:
         """Start an episode: no invalid action yet."""
@@ -138,6 +154,48 @@ class InvalidActions:
         else count it and return the penalty, the truncation and the ``info`` entries."""
         if self.mode == "raise":
             raise ValueError(message())
+        if not self.warned:
+            self.warned = True
+            warnings.warn(self.warning_text(), InvalidActionWarning, stacklevel=3)
         self.streak += 1
         truncated = self.max_streak is not None and self.streak >= self.max_streak
         return Rejection(self.penalty, truncated, {"invalid_action": True, "invalid_streak": self.streak})
+
+    def warning_text(self) -> str:
+        """The text of the first rejection's :class:`InvalidActionWarning`."""
+        ends = ("" if self.max_streak is None
+                else f"; {self.max_streak} in a row truncate the episode (max_invalid_streak)")
+        return (f"doppler-gym: an action the action mask rules out was penalised: reward {self.penalty:g} "
+                f"(invalid_penalty), state unchanged, info['invalid_action'] = True{ends}. Choose actions "
+                "with the mask (obs['action_mask'] or env.action_masks(): sb3-contrib's MaskablePPO, "
+                "action_space.sample(mask=obs['action_mask'])), or pass invalid_action='raise' to make "
+                "it an error. Warned once per env.")
+
+
+class ActionMasks(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Puts the env's ``action_masks()`` on the outermost wrapper.
+
+    Gymnasium 1.x wrappers forward no attribute, so ``gym.make(env_id)`` (an ``OrderEnforcing``
+    over a ``PassiveEnvChecker`` over the env) has no ``action_masks``; every doppler-gym id names
+    this wrapper in its ``additional_wrappers``, which ``gym.make`` applies last (outside
+    ``TimeLimit``), so ``gym.make(env_id).action_masks()`` works, as does sb3-contrib's
+    ``get_action_masks(env)``. It changes nothing else (observations, rewards and spaces pass
+    through) and records no arguments, so ``gym.make(env.spec)`` rebuilds it.
+
+    Args:
+        env: an env, or a wrapper of one, that has ``action_masks`` somewhere in its chain.
+
+    Raises:
+        TypeError: no env in the chain has ``action_masks``.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        if not env.has_wrapper_attr("action_masks"):
+            raise TypeError(f"ActionMasks: {env} has no action_masks() method to expose "
+                            "(wrap a doppler-gym env, or an env that defines one)")
+
+    def action_masks(self) -> np.ndarray:
+        """The wrapped env's ``action_masks()`` (``int8``, 1 = valid; its shape is the env's)."""
+        return self.env.get_wrapper_attr("action_masks")()

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from doppler_gym.envs.context import FEATURE_MAX
 from doppler_gym.sim.trace import Trace
 
 MEMORY_KEY = "device_memory"
@@ -58,13 +59,13 @@ class MemoryFeatures:
     def select(self, op: int) -> None:
         """PLC phase for ``op``: column 1 = use if it went to each device."""
         n_dev = self.used.shape[0]
-        self.out[:n_dev, 1] = (self.used + self._persistent[op]) * self._inv_capacity
+        self.out[:n_dev, 1] = np.minimum((self.used + self._persistent[op]) * self._inv_capacity, FEATURE_MAX)
 
     def place(self, op: int, device: int) -> None:
         """``op`` went to ``device``: its persistent bytes count there from now on."""
         n_dev = self.used.shape[0]
         self.used[device] += self._persistent[op]
-        self.out[:n_dev, 0] = self.used * self._inv_capacity
+        self.out[:n_dev, 0] = np.minimum(self.used * self._inv_capacity, FEATURE_MAX)
         self.out[:n_dev, 1] = self.out[:n_dev, 0]
 
 

@@ -2,7 +2,10 @@
 
 Padding sizes ``N = max_ops``, ``E = max_edges``, ``D = max_devices``; the real sizes of the
 current graph are in ``n_ops``, ``n_edges``, ``n_devices``. Padding rows are zeros (features),
--1 (indices) or False (mask).
+-1 (indices) or 0 (mask). Float features lie in ``[0, FEATURE_MAX]`` (1e4; larger values are clipped).
+The integer keys (``edge_index``, ``op_device``, the counts, ``graph_id``, ``phase``, ``selected_op``) are
+indices and ids for a graph network, not features for an MLP: ``observation="flat"``
+(:mod:`doppler_gym.envs.flat_observation`) gives an MLP a normalised vector instead.
 
 ======================  ==========  =======  ==================================================
 key                     shape       dtype    content
@@ -50,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from doppler_gym.envs.context import GRAPH_ID_MODULUS, N_OP_FEATURES, GraphContext
+from doppler_gym.envs.context import FEATURE_MAX, GRAPH_ID_MODULUS, N_OP_FEATURES, GraphContext
 from doppler_gym.envs.masked import MASK_DTYPE, mask_space
 from doppler_gym.envs.memory_obs import MEMORY_KEY, N_MEMORY_FEATURES
 from doppler_gym.sim.placement_state import PLC as PLC  # the observation's phase values (re-exported)
@@ -76,9 +79,9 @@ def static_spaces(max_ops: int, max_edges: int, max_devices: int) -> dict[str, s
     """Spaces of the static (per-graph) part of the observation."""
     n, e = max_ops, max_edges
     return {
-        "op_features": _box(0.0, np.inf, (n, N_OP_FEATURES), np.float32),
+        "op_features": _box(0.0, FEATURE_MAX, (n, N_OP_FEATURES), np.float32),
         "edge_index": _box(-1, max(n - 1, 0), (2, e), np.int64),
-        "edge_attr": _box(0.0, np.inf, (e, 1), np.float32),
+        "edge_attr": _box(0.0, FEATURE_MAX, (e, 1), np.float32),
         "n_ops": _box(0, n, (1,), np.int64),
         "n_edges": _box(0, e, (1,), np.int64),
         "n_devices": _box(1, max_devices, (1,), np.int64),
@@ -90,12 +93,12 @@ def static_observation(ctx: GraphContext, max_ops: int, max_edges: int) -> dict[
     """Fresh read-only padded static arrays of ``ctx`` (see :func:`static_spaces`)."""
     n, e = ctx.n_ops, ctx.n_edges
     feats = np.zeros((max_ops, N_OP_FEATURES), np.float32)
-    feats[:n] = ctx.op_features
+    np.minimum(ctx.op_features, FEATURE_MAX, out=feats[:n])
     edge_index = np.full((2, max_edges), -1, np.int64)
     edge_index[0, :e] = ctx.graph.src
     edge_index[1, :e] = ctx.graph.dst
     edge_attr = np.zeros((max_edges, 1), np.float32)
-    edge_attr[:e, 0] = ctx.edge_attr
+    np.minimum(ctx.edge_attr, FEATURE_MAX, out=edge_attr[:e, 0])
     out = {
         "op_features": feats, "edge_index": edge_index, "edge_attr": edge_attr,
         "n_ops": np.array([n], np.int64), "n_edges": np.array([e], np.int64),
@@ -131,13 +134,13 @@ class ObservationBuilder:
         dyn = {
             "op_state": _box(0.0, 1.0, (n, len(OP_STATE)), np.float32),
             "op_device": _box(-1, d - 1, (n,), np.int64),
-            "device_features": _box(0.0, np.inf, (d, N_DEVICE_FEATURES), np.float32),
+            "device_features": _box(0.0, FEATURE_MAX, (d, N_DEVICE_FEATURES), np.float32),
             "phase": _box(0, 1, (1,), np.int64),
             "selected_op": _box(-1, n - 1, (1,), np.int64),
             "action_mask": mask_space(n + d),
         }
         if memory:
-            dyn[MEMORY_KEY] = _box(0.0, np.inf, (d, N_MEMORY_FEATURES), np.float32)
+            dyn[MEMORY_KEY] = _box(0.0, FEATURE_MAX, (d, N_MEMORY_FEATURES), np.float32)
         self.space = spaces.Dict({**static_spaces(max_ops, max_edges, max_devices), **dyn})
         self.op_state = np.zeros((n, len(OP_STATE)), np.float32)
         self.op_device = np.full(n, -1, np.int64)

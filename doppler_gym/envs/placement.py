@@ -11,7 +11,8 @@ import numpy as np
 from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
-from doppler_gym.envs.context import GraphContext, Instances, check_render_mode
+from doppler_gym.envs.context import FEATURE_MAX, GraphContext, Instances, check_render_mode
+from doppler_gym.envs.flat_observation import FlatObservation
 from doppler_gym.envs.masked import TERMINAL_ACTION, InvalidActions, action_index, episode_over_error
 from doppler_gym.envs.memory_obs import MemoryFeatures, oom_info
 from doppler_gym.envs.observation import PLC, SEL, ObservationBuilder
@@ -20,6 +21,7 @@ from doppler_gym.envs.stragglers_option import as_straggler_option, draw_straggl
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.estimate import EstimatedSchedule
+from doppler_gym.sim.partial import PartialMakespan
 from doppler_gym.sim.placement_state import PlacementState
 from doppler_gym.sim.stragglers import Straggler
 from doppler_gym.sim.trace import Trace
@@ -27,6 +29,7 @@ from doppler_gym.topology.types import Topology
 
 _PLACED_ROW = np.array([1.0, 0.0, 0.0], np.float32)  # op_state row of a placed op
 _TIE_RTOL = 1e-9  # relative tolerance of the teacher's ties (b-levels, earliest starts)
+OBSERVATIONS = ("graph", "flat")
 
 
 class PlacementEnv(gym.Env):
@@ -56,24 +59,34 @@ class PlacementEnv(gym.Env):
 
     ## Observation Space
 
-    A ``Dict`` of fixed-shape ``Box`` arrays padded to ``max_ops``/``max_edges``/``max_devices``
-    (see :mod:`doppler_gym.envs.observation` for the full table): static op features (compute,
-    b-level, t-level, input and output transfer, as times under the sim config divided once per
-    graph by its compute-only critical path), dynamic op flags (placed, ready, selected) and
-    devices, the edge list with transfer times, counts, the selected op's device features (PLC
-    phase), ``phase``, ``selected_op``, ``graph_id`` and ``action_mask``. Observations are safe to
-    keep (``copy_obs=True``, the default). When ``sim_config`` tracks memory
-    (``SimConfig(memory="track"/"enforce")``) a ``device_memory`` key adds each device's memory in
-    use (the persistent bytes placed on it so far, and with the selected op there) and capacity,
-    normalised (:mod:`doppler_gym.envs.memory_obs`).
+    ``observation="graph"`` (default, for GNNs): a ``Dict`` of fixed-shape ``Box`` arrays padded to
+    ``max_ops``/``max_edges``/``max_devices`` (see :mod:`doppler_gym.envs.observation` for the full table):
+    static op features (compute, b-level, t-level, input and output transfer, as times under the sim config
+    divided once per graph by its compute-only critical path), dynamic op flags (placed, ready, selected)
+    and devices, the edge list with transfer times, counts, the selected op's device features (PLC phase),
+    ``phase``, ``selected_op``, ``graph_id`` and ``action_mask``. Observations are safe to keep
+    (``copy_obs=True``, the default). When ``sim_config`` tracks memory
+    (``SimConfig(memory="track"/"enforce")``) a ``device_memory`` key adds each device's memory in use (the
+    persistent bytes placed on it so far, and with the selected op there) and capacity, normalised
+    (:mod:`doppler_gym.envs.memory_obs`). Float features are O(1) (times divided by the graph's compute-only
+    critical path), in finite boxes ``[0, 1e4]`` (larger values clipped); ``edge_index``, ``op_device``,
+    ``selected_op``, ``phase``, the counts and ``graph_id`` are integers (indices, ids), not features to
+    feed an MLP.
+    ``observation="flat"`` (for MLPs, e.g. SB3's ``MultiInputPolicy``): ``{"features": (F,) float32,
+    "action_mask"}``, every entry in [-1, 16] and nothing that is an id, with a one-step lookahead (the
+    simulated makespan's growth on each device); see :mod:`doppler_gym.envs.flat_observation`.
 
     ## Rewards
 
-    Chosen by ``reward`` (:mod:`doppler_gym.envs.rewards`). The default ``"sparse"`` gives
-    ``-makespan / reference_makespan`` on the final step and 0 before, where the reference is the
-    critical-path heuristic's simulated makespan on the same graph, topology and config (so about
-    -1 for the heuristic, above -1 when better). ``"makespan"``, ``"improvement"`` and the
-    potential-based ``"shaped"`` reward are the alternatives. Invalid actions get
+    Chosen by ``reward`` (:mod:`doppler_gym.envs.rewards`). The default ``"incremental"`` gives, at
+    each placement, minus the time it adds to the simulated makespan of the ops placed so far, divided by
+    the reference makespan (Placeto's per-step reward), and 0 for a selection; the final step adds the
+    backend's correction, so an episode's rewards sum to ``-makespan / reference_makespan`` exactly: the
+    sparse reward, which standard discounting (gamma 0.99) does not hide. The reference is the
+    critical-path heuristic's simulated makespan on the same graph, topology and config (so the return
+    is about -1 for the heuristic, above -1 when better). ``"sparse"`` (that sum, on the final step
+    only), ``"makespan"``, ``"improvement"`` and the potential-based ``"shaped"`` (on the estimated
+    schedule) are the alternatives. Invalid actions get
     ``invalid_penalty`` (default -0.01). Under ``SimConfig(memory="enforce")`` a final placement
     that runs out of memory on some device (:mod:`doppler_gym.sim.memory`) gets ``oom_penalty``
     (default -1) added to its final reward.
@@ -139,6 +152,8 @@ class PlacementEnv(gym.Env):
         - ``render_mode``: ``None``, ``"ansi"`` or ``"rgb_array"``.
         - ``oom_penalty``: added to the final reward when the placement runs out of memory under
           ``SimConfig(memory="enforce")`` [same scale as the sparse reward].
+        - ``observation``: ``"graph"`` (the arrays a GNN reads) or ``"flat"`` (one normalised vector
+          and the mask, for an MLP; :mod:`doppler_gym.envs.flat_observation`).
         - ``stragglers``: slowdowns the final run meets (:mod:`doppler_gym.sim.stragglers`; the
           simulator only): ``None``; a ``StragglerModel`` (or a dict of its fields) drawn afresh at each
           reset with the env's ``np_random`` over the model's horizon, else the instance's reference
@@ -153,7 +168,7 @@ class PlacementEnv(gym.Env):
         graph: object = "paper/ffnn",
         topology: object = 4,
         sim_config: SimConfig | None = None,
-        reward: str | Reward = "sparse",
+        reward: str | Reward = "incremental",
         max_ops: int | None = None,
         max_edges: int | None = None,
         max_devices: int | None = None,
@@ -165,8 +180,13 @@ class PlacementEnv(gym.Env):
         render_mode: str | None = None,
         oom_penalty: float = -1.0,
         stragglers: object = None,
+        observation: str = "graph",
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS} ('graph': the arrays a GNN reads, 'flat': "
+                             f"one normalised vector for an MLP), got {observation!r}")
+        self.observation_form = observation
         if not isinstance(oom_penalty, (int, float, np.floating)) or not np.isfinite(oom_penalty):
             raise ValueError(f"oom_penalty must be a finite number (added to the final reward of a placement "
                              f"that runs out of memory), got {oom_penalty!r}")
@@ -187,7 +207,8 @@ class PlacementEnv(gym.Env):
         track_memory = sim_config is not None and sim_config.memory != "off"
         self.observation_builder = ObservationBuilder(n, self.max_edges, d, copy=copy_obs, memory=track_memory)
         self._memory = MemoryFeatures(self.observation_builder.device_memory) if track_memory else None
-        self.observation_space = self.observation_builder.space
+        self._flat = FlatObservation(n, d) if observation == "flat" else None
+        self.observation_space = self._flat.space if self._flat is not None else self.observation_builder.space
         self.action_space = spaces.Discrete(n + d)
         # episode state (set by reset)
         self.graph: DataflowGraph | None = None
@@ -199,6 +220,9 @@ class PlacementEnv(gym.Env):
         self._state_ctx: GraphContext | None = None  # the context self._state was built for
         self._ready = np.zeros(n, np.int8)  # (max_ops,) 1 = ready op (the SEL mask, padded)
         self._est_makespan = 0.0  # estimated makespan of the placement so far [reported unit]
+        self._measured = 0.0  # the reward's partial makespan (reward.measure) so far [reported unit]
+        self._partial: PartialMakespan | None = None  # simulates the placed ops (the "simulated" measure)
+        self._partial_ctx: GraphContext | None = None
         self._done = True
 
     # ------------------------------------------------------------------ gym API
@@ -215,7 +239,7 @@ class PlacementEnv(gym.Env):
             "graph_id": self._ctx.graph_id, "graph_name": graph.name, "n_ops": graph.n_ops,
             "reference_makespan": self._ctx.reference_makespan, "lower_bound": self._ctx.lower_bound,
         }
-        return self.observation_builder.observation(), info
+        return self._observation(), info
 
     def step(self, action: object) -> tuple[dict, float, bool, bool, dict]:
         if self._done:
@@ -227,24 +251,26 @@ class PlacementEnv(gym.Env):
             if not (0 <= a < ctx.n_ops and self._ready[a]):
                 return self._invalid(a)
             self._select(a)
-            reward = self.reward.step(self._est_makespan, self._est_makespan, ref)
+            reward = self.reward.step(self._measured, self._measured, ref)
             self.invalid_actions.accept()
-            return self.observation_builder.observation(), float(reward), False, False, {}
+            return self._observation(), float(reward), False, False, {}
         d = a - self.max_ops
         if not 0 <= d < ctx.n_devices:
             return self._invalid(a)
         self.invalid_actions.accept()
-        before = self._est_makespan
+        before = self._measured
         self._place(d)
         if not self._state.done:
-            reward = self.reward.step(before, self._est_makespan, ref)
-            return self.observation_builder.observation(), float(reward), False, False, {}
+            self._measured = self._measure()
+            reward = self.reward.step(before, self._measured, ref)
+            return self._observation(), float(reward), False, False, {}
         info = self._finish()
         reward = self.reward.final(before, info["makespan"], ref)
         if not info["feasible"]:  # out of memory under SimConfig(memory="enforce")
             reward += self.oom_penalty
+        self._measured = info["makespan"]
         self.observation_builder.action_mask[TERMINAL_ACTION] = 1  # never an all-zero mask (masked.TERMINAL_ACTION)
-        return self.observation_builder.observation(), float(reward), True, False, info
+        return self._observation(), float(reward), True, False, info
 
     def action_masks(self) -> np.ndarray:
         """``(max_ops + max_devices,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
@@ -343,6 +369,7 @@ class PlacementEnv(gym.Env):
         self._ready.fill(0)
         self._ready[: ctx.n_ops] = ctx.in_degree == 0
         self._est_makespan = 0.0
+        self._measured = 0.0
         self.invalid_actions.reset()
         self._done = False
         self.trace = None
@@ -350,6 +377,8 @@ class PlacementEnv(gym.Env):
         ob.set_context(ctx)
         ob.op_state[:, 1] = self._ready
         ob.action_mask[: self.max_ops] = self._ready
+        if self._flat is not None:
+            self._flat.set_costs(ctx.op_features)
         if self._memory is not None:
             self._memory.reset(ctx.graph.persistent_bytes, ctx.topology.memory)
 
@@ -360,10 +389,12 @@ class PlacementEnv(gym.Env):
         ob.selected_op[0] = v
         ob.phase[0] = PLC
         d = ctx.n_devices
-        ob.device_features[:d, :5] = feats * (1.0 / ctx.scale)
+        np.minimum(feats * (1.0 / ctx.scale), FEATURE_MAX, out=ob.device_features[:d, :5])
         ob.device_features[:d, 5:] = ctx.device_static
         if self._memory is not None:
             self._memory.select(v)
+        if self._flat is not None:
+            self._flat.increase[:d] = self._increase_by_device(v)
         mask = ob.action_mask
         mask[: self.max_ops] = 0
         mask[self.max_ops : self.max_ops + d] = 1
@@ -415,11 +446,51 @@ class PlacementEnv(gym.Env):
         }
         return info
 
+    def _measure(self) -> float:
+        """The reward's partial makespan (``reward.measure``) of the ops placed so far [reported unit]."""
+        if getattr(self.reward, "measure", "estimate") != "simulated":
+            return self._est_makespan
+        return float(self._simulate_placed(self.observation_builder.op_device[: self._ctx.n_ops]))
+
+    def _simulate_placed(self, assignments: np.ndarray) -> np.ndarray | float:
+        """:class:`PartialMakespan` of ``(n_ops,)`` or ``(B, n_ops)`` assignments (-1 = unplaced), with the
+        SEL positions so far as priorities [reported unit]."""
+        ctx = self._ctx
+        if self._partial_ctx is not ctx:
+            self._partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+            self._partial_ctx = ctx
+        if ctx.config.queue_order == "fifo":
+            return self._partial(assignments)
+        state = self._state
+        priorities = np.zeros(ctx.n_ops)
+        priorities[state.order] = np.arange(state.n_placed)
+        if state.selected >= 0:
+            priorities[state.selected] = state.n_placed
+        return self._partial(assignments, priorities)
+
+    def _increase_by_device(self, op: int) -> np.ndarray:
+        """``(n_devices,)``: growth of the placed ops' simulated makespan with ``op`` placed on each device,
+        / reference makespan (the flat observation's lookahead)."""
+        ctx = self._ctx
+        current = self.observation_builder.op_device[: ctx.n_ops]
+        candidates = np.repeat(current[None, :], ctx.n_devices, axis=0)
+        candidates[:, op] = np.arange(ctx.n_devices)
+        now = self._measured if getattr(self.reward, "measure", "estimate") == "simulated" else \
+            self._simulate_placed(current)
+        return (self._simulate_placed(candidates) - now) / (ctx.reference_makespan or 1.0)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        if self._flat is None:
+            return self.observation_builder.observation()
+        ctx = self._ctx
+        return self._flat.observation(self.observation_builder, ctx.n_ops, ctx.n_devices, self._measured,
+                                      ctx.reference_makespan)
+
     def _invalid(self, a: int) -> tuple[dict, float, bool, bool, dict]:
         reward, truncated, info = self.invalid_actions.reject(lambda: self._invalid_message(a))
         if truncated:
             self._done = True
-        return self.observation_builder.observation(), reward, False, truncated, info
+        return self._observation(), reward, False, truncated, info
 
     def _invalid_message(self, a: int) -> str:
         valid = np.flatnonzero(self.observation_builder.action_mask)

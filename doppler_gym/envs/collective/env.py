@@ -54,20 +54,25 @@ class CollectiveEnv(gym.Env):
     ## Observation Space
 
     A ``Dict`` of fixed-shape ``Box`` arrays (``C = n_commodities``, ``N = n_nodes``,
-    ``L = n_links``, ``A = C * L + 1``):
+    ``L = n_links``, ``A = C * L + 1``), every float in ``[0, 1]`` (O(1) for a network as it is):
 
     ================  =============  ===========================================================
-    key               shape, dtype   meaning
+    key               shape, dtype   meaning, scale
     ================  =============  ===========================================================
     ``holdings``      (C, N) f32     1 where the node holds the commodity now (a switch: a copy
-                                     arrives this epoch)
-    ``in_flight``     (C, N) f32     epochs until the next arrival of the commodity there, 0 if
-                                     none is under way [epochs]
-    ``wants``         (C, N) f32     1 where the commodity must be delivered (static)
-    ``capacity_left`` (L,) f32       sends the link may still start in this epoch [sends]
-    ``epoch``         (1,) f32       the current epoch ``k`` [epochs]
-    ``action_mask``   (A,) int8      1 for valid actions
+                                     arrives this epoch), else 0
+    ``in_flight``     (C, N) f32     epochs until the next arrival of the commodity there, divided
+                                     by :attr:`max_offset` (the longest hop [epochs]); 0 if none
+                                     is under way
+    ``wants``         (C, N) f32     1 where the commodity must be delivered (static), else 0
+    ``capacity_left`` (L,) f32       sends the link may still start in this epoch, divided by its
+                                     window capacity (``instance.window_capacity``, sends per
+                                     ``beta + 1`` epochs; 1 where that is 0)
+    ``epoch``         (1,) f32       the current epoch ``k`` divided by ``max_epochs``
+    ``action_mask``   (A,) int8      1 for valid actions, else 0 (an integer key, not scaled)
     ================  =============  ===========================================================
+
+    Multiply by the scale to get epochs or sends back: ``obs["in_flight"] * env.unwrapped.max_offset``.
 
     ## Rewards
 
@@ -96,6 +101,8 @@ class CollectiveEnv(gym.Env):
 
     ## Teacher
 
+    Needs OR-Tools, from the ``solvers`` extra (``pip install doppler-gym[solvers]``); without it
+    the env runs and the teacher's methods raise ``ImportError`` saying so.
     :meth:`teacher_mask` / :meth:`teacher_actions` follow the MILP optimum
     (``solve_demand(..., method="milp")``, solved on first use and cached for the env's lifetime,
     :mod:`~doppler_gym.envs.collective.teacher`): in epoch ``k`` the optimum's still-valid sends of
@@ -121,7 +128,8 @@ class CollectiveEnv(gym.Env):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; ``in_flight``, ``capacity_left`` and ``epoch`` scaled to ``[0, 1]`` (they
+      were epochs and sends).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
@@ -165,13 +173,15 @@ class CollectiveEnv(gym.Env):
         c, n, nl = inst.n_commodities, inst.n_nodes, inst.n_links
         self.n_actions = c * nl + 1
         self.next_epoch_action = c * nl
-        max_off = float(max(1, int(inst.offset.max(initial=0))))
+        # observation scales: every float key lies in [0, 1]
+        self.max_offset = max(1, int(inst.offset.max(initial=0)))  # the longest hop [epochs]
+        self._capacity_scale = np.maximum(inst.window_capacity, 1).astype(np.float32)  # (L,) [sends]
         self.observation_space = spaces.Dict({
             "holdings": spaces.Box(0.0, 1.0, (c, n), np.float32),
-            "in_flight": spaces.Box(0.0, max_off, (c, n), np.float32),
+            "in_flight": spaces.Box(0.0, 1.0, (c, n), np.float32),
             "wants": spaces.Box(0.0, 1.0, (c, n), np.float32),
-            "capacity_left": spaces.Box(0.0, float(inst.window_capacity.max(initial=1)), (nl,), np.float32),
-            "epoch": spaces.Box(0.0, float(self.max_epochs), (1,), np.float32),
+            "capacity_left": spaces.Box(0.0, 1.0, (nl,), np.float32),
+            "epoch": spaces.Box(0.0, 1.0, (1,), np.float32),
             "action_mask": mask_space(self.n_actions),
         })
         self.action_space = spaces.Discrete(self.n_actions)
@@ -381,12 +391,13 @@ class CollectiveEnv(gym.Env):
         in_flight = np.where(flying, self._held - k, 0).astype(np.float32)
         for e in sorted(self._sw_pending, reverse=True):  # nearest arrival wins
             in_flight[self._sw_pending[e] > 0] = e - k
+        in_flight /= np.float32(self.max_offset)
         return {
             "holdings": holdings,
             "in_flight": in_flight,
             "wants": self._wants.astype(np.float32),
-            "capacity_left": np.maximum(self._capacity_left(), 0).astype(np.float32),
-            "epoch": np.array([min(k, self.max_epochs)], np.float32),
+            "capacity_left": np.maximum(self._capacity_left(), 0).astype(np.float32) / self._capacity_scale,
+            "epoch": np.array([min(k, self.max_epochs) / self.max_epochs], np.float32),
             "action_mask": self._mask.copy(),
         }
 

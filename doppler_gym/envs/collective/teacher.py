@@ -5,9 +5,14 @@
 (commodity, GPU) only the send with the earliest arrival is kept (later copies are redundant,
 and the env masks a send to a GPU that already holds or expects the chunk); sends into the
 commodity's source are dropped. The result keeps the optimum's epoch count.
+
+The MILP needs OR-Tools (CP-SAT), from the ``solvers`` extra: ``pip install doppler-gym[solvers]``.
+Without it the env runs; only the teacher raises ``ImportError`` saying so.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 
@@ -17,7 +22,21 @@ from doppler_gym.envs.collective.types import CollectiveInstance
 
 
 def milp_schedule(inst: CollectiveInstance, time_limit: float = 60.0, seed: int = 0) -> Schedule:
-    """The validated minimum-epoch MILP schedule of ``inst`` (same chunk size and ``tau``)."""
+    """The validated minimum-epoch MILP schedule of ``inst`` (same chunk size and ``tau``).
+
+    Args:
+        inst: the env's instance.
+        time_limit: the solver's budget [s].
+        seed: CP-SAT's random seed.
+
+    Raises:
+        ImportError: OR-Tools is not installed (``pip install doppler-gym[solvers]``).
+    """
+    if importlib.util.find_spec("ortools") is None:
+        raise ImportError("Doppler-Collective-v0's teacher (teacher_schedule, teacher_actions, teacher_mask) solves "
+                          "the collective's MILP with OR-Tools (CP-SAT), which is not installed; run "
+                          "`pip install doppler-gym[solvers]` (or `pip install ortools`). The env itself runs "
+                          "without it.")
     sched = solve_demand(inst.topology, inst.demand, inst.buffer_bytes, epoch=inst.epoch, method="milp",
                          time_limit=time_limit, seed=seed, multiplier=inst.multiplier)
     if not (np.isclose(sched.tau, inst.tau) and np.isclose(sched.chunk_bytes, inst.chunk_bytes)):

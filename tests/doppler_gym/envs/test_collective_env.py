@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import doppler_gym  # noqa: F401  (registers the ids)
 from doppler_gym.comm import CommTopology, validate
 from doppler_gym.envs.collective import CollectiveEnv
+from doppler_gym.envs.masked import InvalidActionWarning
 
 ID = "Doppler-Collective-v0"
 CHUNK = 1e9  # [B]; with 1e9 B/s links and tau = 1 s a link moves one chunk per epoch
@@ -92,7 +95,12 @@ INSTANCES = {
 @pytest.mark.parametrize("name", ["star-nocopy", "dgx1"])  # line3: test_env_contract.py
 def test_check_env(name):
     env = INSTANCES[name]()
-    check_env(env.unwrapped)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    # the checker steps unmasked random actions: the env's one warning about them is expected, nothing else
+    unexpected = [str(w.message) for w in caught if not issubclass(w.category, InvalidActionWarning)]
+    assert not unexpected, unexpected
 
 
 @pytest.mark.parametrize("name", sorted(INSTANCES))
@@ -116,7 +124,8 @@ def test_invalid_actions_send_nothing_and_a_truncating_streak_reports_the_schedu
     obs, _ = env.reset()
     u = env.unwrapped
     bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
-    env.step(bad)
+    with pytest.warns(InvalidActionWarning, match=r"reward -0.5 .*3 in a row truncate"):
+        env.step(bad)
     env.step(bad)
     assert u.sends.shape == (0, 3)
     _, r, term, trunc, info = env.step(bad)  # third in a row truncates: the end's info and truncation term
@@ -138,15 +147,20 @@ def test_mask_rules_on_line3():
     valid = set(np.flatnonzero(obs["action_mask"]).tolist())
     # epoch 0: each GPU may send only its own chunk to a neighbour
     assert valid == {0 * nl + 0, 1 * nl + 1, 1 * nl + 2, 2 * nl + 3, u.next_epoch_action}
+    assert u.max_offset == 2 and u.instance.window_capacity.tolist() == [1, 1, 1, 1]  # the scales, by hand
+    assert obs["capacity_left"].tolist() == [1.0] * 4 and obs["epoch"][0] == 0.0
     obs, *_ = env.step(0 * nl + 0)  # x0 a->b
-    assert obs["capacity_left"][0] == 0 and obs["in_flight"][0, 1] == 2  # lands in 1 + beta = 2 epochs
+    # lands in 1 + beta = 2 epochs: in_flight is epochs / max_offset = 2 / 2; capacity_left is sends / window capacity
+    assert obs["capacity_left"][0] == 0 and obs["in_flight"][0, 1] == 1.0
     assert obs["action_mask"][0 * nl + 0] == 0
     obs, *_ = env.step(u.next_epoch_action)
     assert obs["capacity_left"][0] == 0  # the window of 2 epochs is still full
+    assert obs["in_flight"][0, 1] == 0.5  # 1 epoch to go, of max_offset = 2
+    assert obs["epoch"][0] == np.float32(1 / u.max_epochs)
     assert obs["action_mask"][0 * nl + 1] == 0  # b does not hold x0 yet
     obs, *_ = env.step(u.next_epoch_action)
     assert obs["holdings"][0, 1] == 1 and obs["action_mask"][0 * nl + 1] == 1  # b forwards x0 now
-    assert obs["capacity_left"][0] == 1
+    assert obs["in_flight"][0, 1] == 0 and obs["capacity_left"][0] == 1
 
 
 def test_switch_without_copy_forwards_one_copy_per_arrival():
@@ -163,6 +177,47 @@ def test_switch_without_copy_forwards_one_copy_per_arrival():
     assert obs["action_mask"][0 * nl + 5] == 0  # the one copy is used up
     obs, *_ = env.step(u.next_epoch_action)
     assert obs["holdings"][0, 0] == 0  # gone: switches have no buffer
+
+
+@pytest.mark.parametrize("name", ["line3-latency", "ring4-alltoall-c2", "star-nocopy", "dgx2-1-slow"])
+def test_observation_is_scaled_to_the_unit_box(name):
+    """Every float key within [0, 1] and the space's bounds finite, on instances whose raw values exceed 1
+    (delta = 2 hops, several chunks, slow epochs); the scaled values times their scales are the raw
+    integers (epochs, sends)."""
+    env = INSTANCES[name]()
+    u = env.unwrapped
+    for key, space in env.observation_space.spaces.items():
+        assert np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)), key
+        if key != "action_mask":
+            assert space.dtype == np.float32 and space.low.min() == 0.0 and space.high.max() == 1.0, key
+    assert env.observation_space["action_mask"].dtype == np.int8  # the integer key stays an integer
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    seen_in_flight = 0.0
+    while True:
+        assert env.observation_space.contains(obs)
+        in_flight_epochs = obs["in_flight"] * u.max_offset
+        np.testing.assert_allclose(in_flight_epochs, np.round(in_flight_epochs), atol=1e-5)
+        sends = obs["capacity_left"] * np.maximum(u.instance.window_capacity, 1)
+        np.testing.assert_allclose(sends, np.round(sends), atol=1e-5)
+        assert np.all(sends <= u.instance.window_capacity + 1e-5)
+        assert obs["epoch"][0] == np.float32(min(u.epoch, u.max_epochs) / u.max_epochs)
+        seen_in_flight = max(seen_in_flight, float(obs["in_flight"].max()))
+        obs, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+        if term or trunc:
+            break
+    assert seen_in_flight > 0.0  # some chunk was in flight (the check above was not vacuous)
+
+
+def test_the_teacher_without_ortools_names_the_solvers_extra(monkeypatch):
+    import sys
+
+    env = make(line3())
+    monkeypatch.setitem(sys.modules, "ortools", None)  # as if OR-Tools were not installed
+    obs, _ = env.reset()  # the env itself runs
+    env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+    with pytest.raises(ImportError, match=r"pip install doppler-gym\[solvers\]"):
+        env.unwrapped.teacher_actions()
 
 
 def test_composite_collectives_rejected():
@@ -215,6 +270,7 @@ def test_teacher_drops_a_redundant_slow_delivery():
     assert term and info["epochs"] == 2
 
 
+@pytest.mark.slow
 def test_maskable_ppo_runs():
     torch = pytest.importorskip("torch")
     from sb3_contrib import MaskablePPO

@@ -33,17 +33,19 @@ def tight(graph):
 
 def place(env: PlacementEnv, devices: np.ndarray) -> tuple[list, float, dict]:
     """Run an episode placing op v on devices[v] (SEL: the lowest ready op); returns the
-    observations, the final reward and the final info."""
+    observations, the return (the sum of the rewards) and the final info."""
     obs, _ = env.reset(seed=0)
-    seen = [obs]
+    seen, total = [obs], 0.0
     while True:
         v = int(np.flatnonzero(obs["action_mask"][: env.max_ops])[0])
-        obs, *_ = env.step(v)
+        obs, reward, *_ = env.step(v)
+        total += reward
         seen.append(obs)
         obs, reward, term, trunc, info = env.step(env.max_ops + int(devices[v]))
+        total += reward
         seen.append(obs)
         if term or trunc:
-            return seen, reward, info
+            return seen, total, info
 
 
 def test_checkers_pass_with_memory(graph, tight):

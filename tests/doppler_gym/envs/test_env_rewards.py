@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import doppler_gym as dg
 from doppler_gym.envs import (
     PlacementEnv,
     ShapedReward,
@@ -49,6 +50,46 @@ def test_shaped_rewards_telescope_to_the_sparse_reward(graph):
         assert np.all(shaped[1:-1:2] <= 0.0)  # placements can only raise the estimated makespan
 
 
+def _induced(graph: dg.DataflowGraph, ops: np.ndarray) -> dg.DataflowGraph:
+    """The subgraph of ``ops`` (sorted ids, closed under predecessors) and the edges among them, ids kept in order."""
+    new_id = np.full(graph.n_ops, -1)
+    new_id[ops] = np.arange(ops.size)
+    keep = (new_id[graph.src] >= 0) & (new_id[graph.dst] >= 0)
+    return dg.DataflowGraph(src=new_id[graph.src[keep]], dst=new_id[graph.dst[keep]], flops=graph.flops[ops],
+                            out_bytes=graph.out_bytes[ops], name="prefix", units=graph.units)
+
+
+@pytest.mark.parametrize("graph", ["paper/chainmm", "paper/ffnn"])
+def test_incremental_rewards_are_the_simulated_growth_of_the_placed_prefix(graph):
+    """Each placement earns minus the growth of the makespan of the ops placed so far, simulated on their own
+    (the induced subgraph through dg.simulate, an independent run); selections earn 0; the sum is the sparse
+    reward (the default reward)."""
+    env = PlacementEnv(graph=graph)
+    assert env.reward.name == "incremental"
+    env.reset(seed=7)
+    g, topo, config = env.context.graph, env.context.topology, env.context.config
+    rng = np.random.default_rng(7)
+    ref = env.context.reference_makespan
+    assignment, before, total, steps = np.full(g.n_ops, -1), 0.0, 0.0, 0
+    while True:
+        action = int(rng.choice(np.flatnonzero(env.action_masks())))
+        op = env.selected_op
+        _, r, terminated, _, info = env.step(action)
+        total += r
+        steps += 1
+        if op < 0:
+            assert r == 0.0
+            continue
+        assignment[op] = action - env.max_ops
+        ops = np.flatnonzero(assignment >= 0)
+        after = dg.simulate(_induced(g, ops), assignment[ops], topo, config=config).makespan
+        assert r == pytest.approx(-(after - before) / ref, rel=1e-9, abs=1e-12), steps
+        before = after
+        if terminated:
+            break
+    assert total == pytest.approx(-info["makespan"] / ref, rel=1e-9)
+
+
 def test_shaped_rewards_follow_the_estimate():
     env = PlacementEnv(graph="paper/ffnn", reward="shaped")
     rng = np.random.default_rng(5)
@@ -89,7 +130,7 @@ def test_invalid_penalty_is_independent_of_the_reward():
     assert env.step(3)[1] == -0.5
 
 
-BUILT_IN = ("improvement", "makespan", "shaped", "sparse")
+BUILT_IN = ("improvement", "incremental", "makespan", "shaped", "sparse")
 
 
 @pytest.fixture
@@ -114,7 +155,7 @@ def test_registry(registered):
     obj = ShapedReward(0.9)
     assert make_reward(obj) is obj
     with pytest.raises(
-        ValueError, match="unknown reward 'nope'; valid names: improvement, makespan, shaped, sparse"
+        ValueError, match="unknown reward 'nope'; valid names: improvement, incremental, makespan, shaped, sparse"
     ):
         make_reward("nope")
     with pytest.raises(TypeError):
@@ -127,7 +168,7 @@ def test_registry(registered):
             return reference / makespan
 
     registered("test-ratio", Ratio)
-    assert reward_names() == ("improvement", "makespan", "shaped", "sparse", "test-ratio")
+    assert reward_names() == (*BUILT_IN, "test-ratio")
     rewards, info = rollout("test-ratio", graph="paper/chainmm")
     assert rewards[-1] == pytest.approx(info["reference_makespan"] / info["makespan"])
 

@@ -1,0 +1,122 @@
+"""The simulator calls of a batched step: the partial makespans of the envs that placed an op, and the final
+runs of the envs that finished, each a batched call per instance.
+
+Envs on one instance (graph, topology, config: the main case, all of them) share one call:
+:class:`~doppler_gym.sim.partial.PartialMakespan` over ``(B, n_ops)`` assignments (one
+:func:`~doppler_gym.sim.dispatch.run_many` call), and :func:`~doppler_gym.sim.api.simulate_batch` for the
+final runs. Each equals the single env's per-env call: the same kernels on the same numbers. Under a
+config with jitter, :func:`~doppler_gym.simulate` draws the factors of row 0 for every run where
+``simulate_batch`` draws one row per assignment, so the final runs there go one by one through
+``simulate``, as the single env's backend does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from doppler_gym.envs.vector.tables import InstanceData, InstanceTables
+from doppler_gym.sim.api import simulate, simulate_batch
+from doppler_gym.sim.partial import PartialMakespan
+
+
+def group_rows(tables: InstanceTables, rows: np.ndarray) -> list[tuple[InstanceData, np.ndarray]]:
+    """``rows`` (env indices) grouped by the instance each env places now, in first-seen order."""
+    data = tables.data
+    first = data[rows[0]]
+    if all(data[i] is first for i in rows.tolist()):
+        return [(first, rows)]
+    groups: dict[int, tuple[InstanceData, list[int]]] = {}
+    for i in rows.tolist():
+        groups.setdefault(id(data[i]), (data[i], []))[1].append(i)
+    return [(d, np.array(r, np.int64)) for d, r in groups.values()]
+
+
+def partial_makespans(
+    tables: InstanceTables, rows: np.ndarray, op_device: np.ndarray, position: np.ndarray, out: np.ndarray
+) -> None:
+    """``out[rows]`` = the simulated makespan of each env's placed ops [reported unit] (the ``"simulated"``
+    measure of :mod:`doppler_gym.envs.rewards`).
+
+    Args:
+        tables: the batch's instance rows.
+        rows: ``(k,) int64`` envs that placed an op (each with at least one op placed).
+        op_device: ``(N, max_ops) int64`` device of each placed op, -1 for the others.
+        position: ``(N, max_ops) float64`` SEL position of each placed op (the priorities of the partial run
+            under ``queue_order`` ``"priority"``/``"fixed"``).
+        out: ``(N,) float64``, written at ``rows``.
+    """
+    for data, group in group_rows(tables, rows):
+        ctx = data.ctx
+        if data.partial is None:
+            data.partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+        n = ctx.n_ops
+        assign = op_device[group, :n]
+        if ctx.config.queue_order == "fifo":
+            out[group] = data.partial(assign)
+        else:
+            out[group] = data.partial(assign, position[group, :n])
+
+
+def final_makespans(
+    tables: InstanceTables, rows: np.ndarray, op_device: np.ndarray, position: np.ndarray, out: np.ndarray
+) -> None:
+    """``out[rows]`` = the simulated makespan of each finished env's placement [reported unit], with the SEL
+    order as priorities (what ``SimBackend.execute`` returns to the single env).
+
+    Args as :func:`partial_makespans`; every op of ``rows`` is placed.
+    """
+    for data, group in group_rows(tables, rows):
+        ctx = data.ctx
+        n = ctx.n_ops
+        assign = np.ascontiguousarray(op_device[group, :n])
+        prio = np.ascontiguousarray(position[group, :n])
+        if ctx.config.has_jitter:
+            out[group] = [simulate(ctx.graph, a, ctx.topology, priorities=p, config=ctx.config).makespan
+                          for a, p in zip(assign, prio)]
+        else:
+            out[group] = simulate_batch(ctx.graph, assign, ctx.topology, priorities=prio, config=ctx.config)
+
+
+def lookahead_increase(
+    tables: InstanceTables, rows: np.ndarray, op_device: np.ndarray, position: np.ndarray, n_placed: np.ndarray,
+    selected: np.ndarray, measured: np.ndarray | None, out: np.ndarray,
+) -> None:
+    """``out[i, :n_devices]`` for each env ``i`` of ``rows`` (an op just selected): how much the simulated
+    makespan of the placed ops grows with the selected op on each device, / the reward's reference (the flat
+    observation's lookahead, ``PlacementEnv._increase_by_device``), one partial-makespan call per instance.
+
+    Args:
+        tables, op_device, position: as :func:`partial_makespans`.
+        rows: ``(k,) int64`` envs in the PLC phase, their op selected this step.
+        n_placed: ``(N,) int64`` ops placed so far; selected: ``(N,) int64`` the selected op of each env.
+        measured: ``(N,)`` the simulated makespan of the placed ops where the reward measures it (``None``
+            where it does not: it is simulated here, 0 with nothing placed) [reported unit].
+        out: ``(N, D) float64``, written at ``rows`` (the first ``n_devices`` columns).
+    """
+    for data, group in group_rows(tables, rows):
+        ctx = data.ctx
+        if data.partial is None:
+            data.partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+        n, d, k = ctx.n_ops, ctx.n_devices, group.size
+        current = op_device[group, :n]
+        sel = selected[group]
+        prio = position[group, :n].copy()
+        prio[np.arange(k), sel] = n_placed[group]  # the selected op runs after the placed ones
+        candidates = np.repeat(current, d, axis=0)  # (k * d, n): the selected op on each device
+        candidates[np.arange(k * d), np.repeat(sel, d)] = np.tile(np.arange(d), k)
+        assign, prios = [candidates], [np.repeat(prio, d, axis=0)]
+        now = np.zeros(k)
+        simulate_now = np.zeros(0, np.int64)
+        if measured is not None:
+            now[:] = measured[group]
+        else:
+            simulate_now = np.flatnonzero(n_placed[group] > 0)
+            assign.append(current[simulate_now])
+            prios.append(prio[simulate_now])
+        assign_all = np.concatenate(assign)
+        if ctx.config.queue_order == "fifo":
+            makespans = data.partial(assign_all)
+        else:
+            makespans = data.partial(assign_all, np.concatenate(prios))
+        now[simulate_now] = makespans[k * d :]
+        out[group, :d] = (makespans[: k * d].reshape(k, d) - now[:, None]) / data.reference
