@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e '.[agents,real,plot,solvers,ray,rllib,dev]'
+	$(PY) -m pip install --quiet -e '.[agents,real,plot,solvers,ray,rllib,torchrl,dev]'
 	touch $(STAMP)
 
 lint: install

@@ -1,10 +1,9 @@
-"""examples/rllib_ppo_masked.py at a tiny size: RLlib's PPO with action masking trains on Doppler-Sim-v0."""
+"""agents/examples/rllib_ppo_masked.py at a tiny size: RLlib's PPO with action masking trains on Doppler-Sim-v0."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,16 +15,12 @@ from tests.doppler_gym.parallel.ray_fixture import ray_local  # noqa: E402, F401
 
 pytestmark = pytest.mark.slow  # starts Ray and trains RLlib's PPO
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rllib_ppo_masked.py"
 GRAPH = {"n_ops": 8, "levels": 3, "seed": 0}
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("rllib_ppo_masked", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("agents.examples.rllib_ppo_masked")
 
 
 def test_masked_obs_wrapper(example):

@@ -3,9 +3,9 @@ distributed env runners (needs ``pip install 'doppler-gym[rllib]'``).
 
 Run from the repository root::
 
-    python examples/rllib_ppo_masked.py                                   # random DAG, 10 iterations
-    python examples/rllib_ppo_masked.py --graph chainmm --devices 4 --iterations 50 --env-runners 4
-    python examples/rllib_ppo_masked.py --ray auto --env-runners 32        # on a cluster (`ray start --head`)
+    python -m agents.examples.rllib_ppo_masked                            # random DAG, 10 iterations
+    python -m agents.examples.rllib_ppo_masked --graph chainmm --devices 4 --iterations 50 --env-runners 4
+    python -m agents.examples.rllib_ppo_masked --ray auto --env-runners 32 # on a cluster (`ray start --head`)
 
 What it shows:
 
