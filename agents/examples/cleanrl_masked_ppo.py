@@ -289,10 +289,11 @@ def train(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    # Numba's too: its OpenMP launches in the env's step set the OpenMP thread count, torch's included (torch then
-    # ran on 2 spinning threads: a training step ~10x slower on the shared 2-core machine)
+    # Numba's threads first, then torch's: Numba's OpenMP launches (in the env's step, and when its thread pool
+    # starts) set the OpenMP thread count, torch's included; torch then ran on 2 spinning threads, a training
+    # step ~10x slower on the shared 2-core machine
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     budget = args.minutes * 60.0
 

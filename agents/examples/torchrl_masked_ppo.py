@@ -144,8 +144,8 @@ def train(args: argparse.Namespace, log: Any = print) -> dict[str, Any]:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))  # first: see the CleanRL-style example
     torch.set_num_threads(args.threads)
-    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))  # see the CleanRL-style example
     start = time.perf_counter()
     budget = args.minutes * 60.0
 

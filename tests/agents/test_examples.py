@@ -87,5 +87,7 @@ def test_reaches_critical_path_on_ffnn(name):
     out = run_example(name, "--seed", "0", "--minutes", str(minutes), timeout=minutes * 60 + 300)
     evaluations, final, reference = parse(out)
     assert reference == pytest.approx(84.18, abs=0.01)
-    assert final <= reference, f"greedy makespan {final} > critical path {reference}:\n{out[-3000:]}"
+    # at or below critical path; 1e-5 relative covers float rounding (84.1836 vs 84.1834 is the same schedule's
+    # sums taken in another order)
+    assert final <= reference * (1 + 1e-5), f"greedy makespan {final} > critical path {reference}:\n{out[-3000:]}"
     assert final <= evaluations[0][1]

@@ -5,8 +5,6 @@ seeds is issue 33's goal, met by some seeds only so far)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytest.importorskip("sb3_contrib", reason="MaskablePPO needs the 'agents' extra (sb3-contrib)")
@@ -23,10 +21,20 @@ def test_the_recipe_targets_paper_ffnn_on_four_devices():
 
 @pytest.mark.slow
 def test_maskable_ppo_comes_within_one_percent_of_critical_path_on_paper_ffnn():
-    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    import numba
     import torch
 
+    threads = (numba.get_num_threads(), torch.get_num_threads())
+    numba.set_num_threads(1)  # one thread each (never NUMBA_NUM_THREADS: Numba refuses a change once launched)
     torch.set_num_threads(1)
+    try:
+        _train_and_check()
+    finally:
+        numba.set_num_threads(threads[0])
+        torch.set_num_threads(threads[1])
+
+
+def _train_and_check():
     g = dg.load_graph("paper/ffnn")
     critical_path = dg.baselines.run("critical_path", g, 4).makespan
     assert critical_path == pytest.approx(84.18, abs=0.01)  # the reference the env divides by
