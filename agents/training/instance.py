@@ -18,6 +18,10 @@ from doppler_gym.instances import default_config, resolve_graph, resolve_topolog
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.topology.types import Topology
 
+# The stages' PPO and REINFORCE take the episode's return as one terminal reward (gamma = lambda = 1;
+# imitation fits the critic to it), so their envs use the sparse reward, not the env's per-step default.
+TRAINER_REWARD = "sparse"
+
 
 @dataclass(frozen=True)
 class Instance:
@@ -78,6 +82,7 @@ class Instance:
         padding, wrapped for the ablation (``learned=False``: the raw two-phase env)."""
         graph = self.graph if graph is None else graph
         config = self.config if graph is self.graph else (self.mix_config or default_config(graph))
+        kwargs.setdefault("reward", TRAINER_REWARD)
         env = gym.make("Doppler-Sim-v0", graph=graph, topology=self.topology, sim_config=config,
                        disable_env_checker=True, **self.padding, **kwargs)
         return wrap_learn(env, self.learn) if learned else env
@@ -87,7 +92,8 @@ class Instance:
         if self.mix is None:
             return self.sim_env()
         env = gym.make("Doppler-Sim-v0", graph=self.mix, topology=list(self.topologies) or self.topology,
-                       sim_config=self.mix_config, disable_env_checker=True, **self.padding)
+                       sim_config=self.mix_config, reward=TRAINER_REWARD, disable_env_checker=True,
+                       **self.padding)
         return wrap_learn(env, self.learn)
 
     def episode_steps(self) -> int:
@@ -116,6 +122,6 @@ def make_stage_env(args: TrainArgs, inst: Instance, stage: str) -> gym.Env:
     else:
         kwargs.setdefault("topology", inst.topology)
         kwargs.setdefault("sim_config", inst.config)
-    kwargs = {**inst.padding, **kwargs}
+    kwargs = {**inst.padding, "reward": TRAINER_REWARD, **kwargs}
     env = gym.make(args.real.env_id, graph=inst.graph, disable_env_checker=True, **kwargs)
     return wrap_learn(env, inst.learn)
