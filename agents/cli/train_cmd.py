@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--init", metavar="CHECKPOINT",
                    help="start from this checkpoint's weights (e.g. trained on another graph or device count)")
     p.add_argument("--resume", action="store_true",
-                   help="continue from DIR/checkpoint.pt (counters, optimizer, RNG, imitation buffer)")
+                   help="continue from DIR/checkpoint.pt (counters, optimizer, RNG, imitation buffer), dropping the "
+                   "metrics rows a killed run wrote after it; without a checkpoint, says so and starts fresh")
     p.add_argument("--algo", choices=("ppo", "reinforce"), default="ppo",
                    help="RL algorithm of the sim and real stages (default ppo: MaskablePPO)")
     p.add_argument("--il-teacher", choices=("critical_path", "search"),

@@ -39,10 +39,13 @@ def info() -> dict[str, Any]:
 
 
 def load_payload(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The weights file (a ``doppler train`` checkpoint), loaded with ``torch.load(weights_only=True)``."""
-    from agents.training.checkpoint import load_checkpoint
+    """The weights file (a ``doppler train`` checkpoint), loaded with ``torch.load(weights_only=True)``.
 
-    return load_checkpoint(WEIGHTS_PATH if path is None else path)
+    Raises:
+        ValueError: the file is missing, unreadable, or no ``doppler train`` checkpoint with a policy."""
+    from agents.training.checkpoint import POLICY_KEYS, load_checkpoint
+
+    return load_checkpoint(WEIGHTS_PATH if path is None else path, POLICY_KEYS)
 
 
 def default_spaces(max_ops: int = 64, max_edges: int = 128,
@@ -63,9 +66,14 @@ def load_policy(env: gym.Env | spaces.Dict | None = None, device: str = "cpu",
             default spaces (:data:`DEFAULT_PADDING`; ``policy.transfer_to(env)`` moves it to any
             other env with the same weights).
         device: torch device.
-        path: another weights file of the same format (default :data:`WEIGHTS_PATH`).
+        path: another weights file of the same format (default :data:`WEIGHTS_PATH`); whatever class it
+            records, a DopplerPolicy is built (nothing the file names is imported).
+
+    Raises:
+        ValueError: the file is unreadable or its ``policy_kwargs`` malformed.
     """
     from agents.policy import DopplerPolicy
+    from agents.training.checkpoint import saved_policy_kwargs
 
     payload = load_payload(path)
     if env is None:
@@ -75,7 +83,7 @@ def load_policy(env: gym.Env | spaces.Dict | None = None, device: str = "cpu",
         act_space = spaces.Discrete(env["op_features"].shape[0] + env["device_features"].shape[0])
     else:
         obs_space, act_space = env.observation_space, env.action_space
-    policy = DopplerPolicy(obs_space, act_space, lambda _: 1e-4, **(payload.get("policy_kwargs") or {}))
+    policy = DopplerPolicy(obs_space, act_space, lambda _: 1e-4, **saved_policy_kwargs(payload))
     state = {k: v.float() if v.is_floating_point() else v for k, v in payload["policy_state"].items()}
     policy.load_state_dict(state, strict=True)
     policy.set_training_mode(False)

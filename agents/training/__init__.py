@@ -54,7 +54,9 @@ sampled decodes, the baselines with an ``evaluation.baseline_seconds`` local sea
 
 Outputs in ``out``: ``checkpoint.pt`` (written atomically at each stage end and every
 ``checkpoints.minutes`` / ``checkpoints.every_updates``: policy weights, optimizer, stage counters,
-RNG states, the imitation buffer; ``resume=True`` continues from it; Ctrl-C writes it too),
+RNG states, the imitation buffer; ``resume=True`` continues from it, dropping the ``metrics.jsonl``
+rows and TensorBoard events a killed run wrote after it, and says so when there is none (a fresh
+run in the same folder starts ``metrics.jsonl`` again); Ctrl-C writes it too),
 ``policy_<stage>.pt`` (weights at each stage end), ``policy_best.pt`` (the best periodic greedy
 evaluation), ``metrics.jsonl`` (one JSON line per episode, update and evaluation),
 ``tb/`` (TensorBoard), ``summary.json`` and ``gantt.png`` (the learned placement).
@@ -74,7 +76,9 @@ Modules (one job each):
 - ``context``: :class:`TrainContext`, :class:`Stage`, the episode seeds;
 - ``instance``: :class:`Instance` (graph or mix, topology, sim config) and each stage's env;
 - ``ablation``: ``learn`` = both / sel / plc (:class:`TeacherPhase`); ``graphs``: graph specs, the mix;
-- ``policies``: policy classes by name, construction, weight transfer, masked action scores;
+- ``policies``: policy classes by name, the registry a checkpoint's class goes through
+  (:func:`register_policy` adds your own: a file never chooses what is imported), construction, weight
+  transfer, masked action scores;
 - ``checkpoint``: atomic checkpoints, :func:`load_policy`, RNG states;
 - ``metrics``: stage counters, ``metrics.jsonl`` + TensorBoard, progress bars;
 - ``buffer``: the imitation :class:`StateBuffer`;
@@ -116,6 +120,8 @@ from agents.training.policies import (
     masked_logits,
     obs_to_tensors,
     policy_class_path,
+    register_policy,
+    registered_policy,
     resolve_policy_class,
     stack_obs,
     transfer_weights,
@@ -131,6 +137,6 @@ __all__ = [
     "ReinforceStage", "Stage", "StageBudget", "StageProgress", "StateBuffer", "TrainArgs", "TrainContext", "Trainer",
     "action_logits", "decode", "episode_seeds", "imitation_loss", "load_checkpoint", "load_policy", "make_policy",
     "make_stage", "make_stage_env", "masked_logits", "model_seed", "obs_to_tensors", "policy_class_path",
-    "read_metrics", "resolve_policy_class", "rollout", "save_checkpoint", "seed_everything", "stack_obs",
-    "summary_keys", "train", "transfer_weights",
+    "read_metrics", "register_policy", "registered_policy", "resolve_policy_class", "rollout", "save_checkpoint",
+    "seed_everything", "stack_obs", "summary_keys", "train", "transfer_weights",
 ]

@@ -54,6 +54,12 @@ def episode_seeds(seed: int, stage: str, first: int, n: int) -> list[int]:
     return [base + k for k in range(n)]
 
 
+def instance_dict(inst: Instance) -> dict[str, Any]:
+    """What a resume checks it continues on: graph name, op and device counts, topology name."""
+    return {"graph": inst.graph.name, "n_ops": inst.graph.n_ops, "n_devices": inst.topology.n_devices,
+            "topology": inst.topology.name}
+
+
 def model_seed(seed: int, stage: str) -> int:
     """Seed of a stage's SB3 model (``seed + stage index``: its weight init and, for the vector env,
     the reset seeds of the stage's first episodes)."""
@@ -263,9 +269,8 @@ class TrainContext:
 
     # ------------------------------------------------------------------ checkpoints
     def instance_dict(self) -> dict[str, Any]:
-        """What a resume checks it continues on: graph name, op and device counts, topology name."""
-        return {"graph": self.inst.graph.name, "n_ops": self.inst.graph.n_ops,
-                "n_devices": self.inst.topology.n_devices, "topology": self.inst.topology.name}
+        """What a resume checks it continues on: :func:`instance_dict` of the run's instance."""
+        return instance_dict(self.inst)
 
     def maybe_checkpoint(self, stage: str) -> None:
         """Write ``checkpoint.pt`` if ``checkpoints.minutes`` passed since the last one, or every

@@ -1,4 +1,10 @@
-"""Policy classes by name, construction, weight transfer, and batched action scores."""
+"""Policy classes by name, construction, weight transfer, and batched action scores.
+
+A checkpoint records its policy class as ``module:QualName`` (:func:`policy_class_path`); loading
+maps that name through a fixed registry (:func:`registered_policy`), never importing what a file
+names: the project's own classes (:data:`DOPPLER_POLICY`, :data:`FALLBACK_POLICY`) and the ones
+code registers with :func:`register_policy`.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +18,21 @@ import torch
 
 DOPPLER_POLICY = "agents.policy:DopplerPolicy"
 FALLBACK_POLICY = "sb3_contrib.common.maskable.policies:MaskableMultiInputActorCriticPolicy"
+BUILTIN_POLICIES = (DOPPLER_POLICY, FALLBACK_POLICY)  # the project's policy classes a checkpoint may name
 NEG = -1e9  # logit of a masked action (finite: keeps 0 * log p = 0 and gradients NaN-free)
+
+
+_REGISTERED: dict[str, type] = {}  # recorded name -> class, filled by register_policy
 
 
 # ============================================================================ policies
 def resolve_policy_class(spec: str = "auto") -> type:
     """``auto``: ``agents.policy.DopplerPolicy`` when it imports, else sb3-contrib's
-    ``MaskableMultiInputActorCriticPolicy``; ``MultiInputPolicy``; or ``module:Class``."""
+    ``MaskableMultiInputActorCriticPolicy``; ``MultiInputPolicy``; or ``module:Class``.
+
+    ``spec`` is the caller's own choice (``TrainArgs.policy``, ``doppler train --policy``): a
+    ``module:Class`` is imported and registered (:func:`register_policy`), so this process can load
+    the checkpoints it writes. The class a checkpoint names goes through :func:`registered_policy`."""
     if spec == "auto":
         try:
             return import_object(DOPPLER_POLICY)
@@ -30,7 +44,51 @@ def resolve_policy_class(spec: str = "auto") -> type:
         return import_object(DOPPLER_POLICY)
     if ":" not in spec:
         raise ValueError(f"policy {spec!r}: give 'auto', 'MultiInputPolicy', 'DopplerPolicy' or 'module:Class'")
-    return import_object(spec)
+    cls = import_object(spec)
+    if not isinstance(cls, type):
+        raise TypeError(f"policy {spec!r} is a {type(cls).__name__}, not a class; give 'module:Class'")
+    return register_policy(cls)
+
+
+def register_policy(cls: type, name: str | None = None) -> type:
+    """Let checkpoints that record ``cls`` load: a checkpoint naming ``name`` (default
+    :func:`policy_class_path` of ``cls``, what :func:`~agents.training.save_checkpoint` payloads of the
+    trainer record) builds ``cls``. Returns ``cls`` (usable as a class decorator).
+
+    Call it in your code before loading a checkpoint of your own policy class, e.g.
+    ``register_policy(MyPolicy)``; ``name`` maps another recorded name (a class that moved) to ``cls``.
+
+    Raises:
+        TypeError: ``cls`` is not a class.
+        ValueError: ``name`` is already registered to another class.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_policy: expected a policy class, got {type(cls).__name__} {cls!r}")
+    key = policy_class_path(cls) if name is None else str(name)
+    known = _REGISTERED.get(key)
+    if known is not None and known is not cls:
+        raise ValueError(f"register_policy: {key!r} is already registered to {policy_class_path(known)}; "
+                         f"give another name=")
+    _REGISTERED[key] = cls
+    return cls
+
+
+def registered_policy(name: object) -> type:
+    """The policy class a checkpoint records as ``name``: one of the project's (:data:`BUILTIN_POLICIES`,
+    imported by this fixed path) or one registered with :func:`register_policy`. A file never
+    chooses what is imported: any other name is refused.
+
+    Raises:
+        ValueError: ``name`` is not a registered policy class (the message says how to register it).
+    """
+    if isinstance(name, str) and name in _REGISTERED:
+        return _REGISTERED[name]
+    if isinstance(name, str) and name in BUILTIN_POLICIES:
+        return import_object(name)
+    raise ValueError(f"the checkpoint's policy class {name!r} is not a registered policy; only "
+                     f"{', '.join(BUILTIN_POLICIES)} and classes registered in code load. If it is your class, "
+                     f"call agents.training.register_policy(YourPolicy) before loading it (or, for `doppler "
+                     f"train --resume/--init`, give --policy module:Class)")
 
 
 def policy_class_path(cls: type) -> str:
@@ -38,6 +96,8 @@ def policy_class_path(cls: type) -> str:
 
 
 def import_object(path: str) -> Any:
+    """The object at ``module:attr.attr`` (imports ``module``; for names code or the user gives,
+    never for names read from a file)."""
     module, _, name = path.partition(":")
     obj: Any = importlib.import_module(module)
     for part in name.split("."):
