@@ -27,10 +27,14 @@ The returned :class:`RealTrace` is a :class:`~doppler_gym.sim.trace.Trace` with 
 (:class:`RunReport`: per-run makespans, devices, NVML figures, notes) and an ``error``.
 ``backend.last_report`` holds the same report.
 
-Failures (an op raising, out of memory, a run past ``timeout_s``): the run stops, every tensor
+Failures (an op raising, out of memory, a run past ``timeout_s``; on torch.distributed devices also
+a rank that died, ``rank_failed``, or stopped answering, ``rank_hung``: its heartbeat stopped, see
+:mod:`envs_real.distributed.group`): the run stops, every tensor
 of the call is dropped (and the CUDA cache emptied), and either a :class:`RealExecutionError` is
 raised (``on_error="raise"``) or a trace with ``makespan = failure_makespan`` (default ``inf``),
 NaN times for ops that never ran and ``error`` set is returned (``on_error="info"``, the default).
+Nothing large is allocated before the call's estimate passed the limits, ``workload=`` inputs
+included.
 
 **CPU timings are not GPU timings**: on the CPU path devices are worker threads that share the
 machine's cores; use it for correctness and ordering (see :mod:`envs_real.executor_cpu`).
@@ -52,6 +56,7 @@ from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 from envs_real.devices import DeviceSet, parse_devices
+from envs_real.distributed.group import UnguardedMainError
 from envs_real.estimate import (
     DEFAULT_MAX_ESTIMATED_SECONDS,
     PROGRESS_AFTER_S,
@@ -60,7 +65,7 @@ from envs_real.estimate import (
     default_memory_limit,
     estimate_run,
 )
-from envs_real.materialize import Materialized, external_tensors, materialize, workload_externals
+from envs_real.materialize import Materialized, WorkloadExternals, external_tensors, materialize
 from envs_real.monitor import DEFAULT_INTERVAL_S, NvmlMonitor, unavailable
 from envs_real.plan import PlacedGraph, RunResult, classify_error
 
@@ -164,7 +169,9 @@ class RealBackend:
             ``"cpu:4"``, ``"cuda"``, ``"cuda:0,1"`` or a list.
         repeats: measured runs per call; the makespan is their median.
         warmup: unmeasured runs first (allocator, cuBLAS and thread warm-up).
-        timeout_s: wall-clock limit of each run [s]; ``None`` = none.
+        timeout_s: wall-clock limit of each run [s]; ``None`` = none. On spawned torch.distributed
+            ranks it also sets their process-group timeout (barriers, transfers):
+            :func:`envs_real.distributed.group.pg_timeout_for`.
         on_error: ``"info"`` (return a trace with ``error`` set) or ``"raise"``
             (:class:`RealExecutionError`).
         failure_makespan: makespan of a failed call's trace [s] (``on_error="info"``).
@@ -176,7 +183,9 @@ class RealBackend:
             :mod:`envs_real.materialize`).
         seed: seed of the external operands.
         workload: optional :class:`~doppler_gym.workloads.Workload`; runs of its graph use its
-            input tiles (so assembled outputs equal the untiled computation).
+            input tiles (so assembled outputs equal the untiled computation). The inputs are drawn
+            at the first call whose estimate passed ``max_memory_bytes`` and
+            ``max_estimated_seconds``, not here (:class:`~envs_real.materialize.WorkloadExternals`).
         queue_depth: CUDA ops a stream may hold in flight (1 = launch on an idle stream only).
         intra_op_threads: CPU: torch threads during a run (process-wide setting, restored after).
         keep_outputs: keep the last measured run's outputs (host tensors) in :attr:`last_outputs`.
@@ -291,7 +300,9 @@ class RealBackend:
         self.last_report: RunReport | None = None
         self.last_outputs: dict[int, Any] | None = None
         # graph -> (executable graph, externals): calibrated or workload graphs
-        self._bound: weakref.WeakKeyDictionary[DataflowGraph, tuple[DataflowGraph, Mapping | None]] = (
+        self._bound: weakref.WeakKeyDictionary[
+            DataflowGraph, tuple[DataflowGraph, Mapping | WorkloadExternals | None]
+        ] = (
             weakref.WeakKeyDictionary()
         )
         self._mats: weakref.WeakKeyDictionary[DataflowGraph, tuple[tuple, Materialized]] = (
@@ -299,17 +310,23 @@ class RealBackend:
         )
         self._streams: dict[tuple, Any] = {}
         if workload is not None:
-            self.bind(workload.graph, externals=workload_externals(workload, self.seed))
+            self.bind(workload.graph, externals=WorkloadExternals(workload, self.seed))
 
     # ------------------------------------------------------------------ public API
     def bind(
-        self, graph: DataflowGraph, *, source: DataflowGraph | None = None, externals: Mapping | None = None
+        self,
+        graph: DataflowGraph,
+        *,
+        source: DataflowGraph | None = None,
+        externals: Mapping | WorkloadExternals | None = None,
     ) -> None:
         """Run ``source``'s kernels (and ``externals``) whenever ``graph`` is executed.
 
         A calibrated graph (:func:`envs_real.calibrate`) has costs in seconds but must run the
         original ops; ``bind(calibrated, source=original)`` says so. ``source`` must have the
-        same ops and edges.
+        same ops and edges. ``externals`` (a mapping) is copied; a
+        :class:`~envs_real.materialize.WorkloadExternals` is kept, drawn at the first
+        materialisation (after a call's estimate passed the limits).
         """
         src = graph if source is None else source
         if src.n_ops != graph.n_ops or not (
@@ -320,7 +337,9 @@ class RealBackend:
                 f"be "
                 f"the same DAG"
             )
-        self._bound[graph] = (src, None if externals is None else dict(externals))
+        if externals is not None and not isinstance(externals, WorkloadExternals):
+            externals = dict(externals)
+        self._bound[graph] = (src, externals)
         self._mats.pop(src, None)
 
     def source(self, graph: DataflowGraph) -> DataflowGraph:
@@ -392,6 +411,8 @@ class RealBackend:
             RealExecutionError: a failed run, with ``on_error="raise"``.
             WorkloadTooLarge: the call's estimate is above ``max_estimated_seconds`` or
                 ``max_memory_bytes`` (checked before anything is allocated; always raised).
+            UnguardedMainError: torch.distributed devices, the main script starts ranks from its top
+                level: its code needs an ``if __name__ == "__main__":`` guard (always raised).
         """
         t_call = time.perf_counter()
         config = SimConfig() if config is None else config
@@ -461,6 +482,8 @@ class RealBackend:
                         break
                     (report.warmup_makespans if r < self.warmup else report.makespans).append(res.makespan)
                     runs.append(res)
+        except UnguardedMainError:  # the user's script, not the run: always raised
+            raise
         except Exception as exc:  # noqa: BLE001  e.g. OOM while placing the externals
             failure = RunResult(graph.n_ops, graph.n_edges)
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -559,7 +582,8 @@ class RealBackend:
         )
 
     def _dist_runs(
-        self, mat: Materialized, externals: Mapping | None, assign: np.ndarray, prio, config: SimConfig
+        self, mat: Materialized, externals: Mapping | WorkloadExternals | None, assign: np.ndarray, prio,
+        config: SimConfig,
     ) -> list[RunResult]:
         """All runs of a call on the rank processes; the last one failed if a run failed."""
         from envs_real.distributed.group import get_group, graph_key

@@ -9,8 +9,9 @@ Spec'd ops map the vocabulary of :mod:`doppler_gym.graph.ops` one to one onto to
 **External operands** (spec source ``-1``) are drawn uniformly in ``[-0.5, 0.5)`` from
 ``np.random.default_rng([seed, op, operand_index])``: they depend on the op and the operand, never
 on the placement or on the order ops run in. A :class:`~doppler_gym.workloads.Workload`'s tiles
-(:func:`workload_externals`) or any ``{(op, operand_index): array}`` may replace them, so ops that
-share a weight tile see the same values.
+(:func:`workload_externals`, or :class:`WorkloadExternals` to draw them only when materialising) or
+any ``{(op, operand_index): array}`` may replace them, so ops that share a weight tile see the same
+values.
 
 **Synthetic ops** (a graph without specs, such as the DOPPLER paper files, or an op whose spec
 is ``None``): op ``v`` multiplies two ``n x n`` float32 matrices with ``n**3`` multiply-adds
@@ -272,7 +273,7 @@ def materialize(
     graph: DataflowGraph,
     *,
     seed: int = 0,
-    externals: Mapping[tuple[int, int], np.ndarray] | None = None,
+    externals: Mapping[tuple[int, int], np.ndarray] | WorkloadExternals | None = None,
     synthetic_scale: float | str = "auto",
     device_kind: str = "cpu",
 ) -> Materialized:
@@ -281,7 +282,8 @@ def materialize(
     Args:
         graph: any graph; ops with a spec run it, the others run synthetic matmuls.
         seed: seed of the external operands (per ``(seed, op, operand_index)``).
-        externals: optional ``{(op, operand_index): array}`` overriding drawn externals.
+        externals: optional ``{(op, operand_index): array}`` overriding drawn externals, or a
+            :class:`WorkloadExternals` drawn here (each kernel keeps a copy of its tiles).
         synthetic_scale: ``"auto"`` or a positive factor on synthetic ops' costs.
         device_kind: ``"cpu"`` or ``"cuda"`` (only for ``"auto"`` scaling).
 
@@ -289,7 +291,7 @@ def materialize(
         ValueError: an invalid spec, spec sources that disagree with the edges, an external of the
             wrong shape, or a synthetic output too large for one tensor.
     """
-    externals = externals or {}
+    externals = externals.draw() if isinstance(externals, WorkloadExternals) else externals or {}
     n = graph.n_ops
     specs = graph.specs if graph.specs is not None else (None,) * n
     synthetic = np.array([s is None for s in specs], dtype=bool)
@@ -380,6 +382,29 @@ def workload_externals(workload: Workload, seed: int = 0) -> dict[tuple[int, int
     """``{(op, operand_index): tile}`` of a workload's full random inputs (float32), so ops sharing a
     weight tile see the same values and the assembled outputs equal the untiled computation."""
     return workload.externals(workload.random_inputs(seed, np.float32))
+
+
+@dataclass(frozen=True, eq=False)
+class WorkloadExternals:
+    """A workload's input tiles, to be drawn by :func:`materialize` (:meth:`draw`), not before.
+
+    :class:`~envs_real.backend.RealBackend` binds a workload's graph to one of these, so the
+    workload's full inputs (gigabytes for a large workload) are drawn when its kernels are
+    materialised, after the call's estimate passed the memory guard, never when the backend is
+    built; and they are freed once the kernels hold their tiles. It pickles as the workload and the
+    seed: a rank process draws the same tiles itself.
+
+    Attributes:
+        workload: the :class:`~doppler_gym.workloads.Workload`.
+        seed: seed of its random inputs.
+    """
+
+    workload: Workload
+    seed: int = 0
+
+    def draw(self) -> dict[tuple[int, int], np.ndarray]:
+        """:func:`workload_externals` of the workload and seed (drawn anew at every call)."""
+        return workload_externals(self.workload, self.seed)
 
 
 # -------------------------------------------------------------------------------------- tensors

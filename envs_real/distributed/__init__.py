@@ -9,7 +9,8 @@ process (:mod:`.worker`). Same spaces, info keys and trace as the threaded backe
 - :mod:`.rank`: one rank's work-conserving execution (its ops, ``isend``/``irecv`` per cross-rank
   edge, overlapped with compute) and the merge of the ranks' timelines.
 - :mod:`.group`: the controller: spawns or awaits the ranks, hands out jobs through a
-  ``TCPStore``, collects replies, detects dead ranks and timeouts, closes the group after a failure.
+  ``TCPStore``, collects replies, detects dead ranks, hung ranks (their heartbeat stopped) and
+  timeouts, closes the group after a failure; catches a main script without a ``__main__`` guard.
 - :mod:`.worker`: the rank process (``python -m envs_real.distributed.worker`` under torchrun).
 - :mod:`.protocol`: the messages.
 

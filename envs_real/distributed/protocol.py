@@ -8,6 +8,7 @@ Keys (``k`` the job number, ``r`` the rank):
 ``result/k/r``      the pickled :class:`RankReply` of rank ``r``
 ``abort/k``         set (to a message) by the first rank whose run failed; the others stop
 ``bye/r``           set by rank ``r`` once it left the group after :data:`STOP`
+``heartbeat/r``     a counter rank ``r`` raises every :data:`HEARTBEAT_S` while its process runs
 ``seq/k/n/a/b/i``   ordered transfers: the op whose output is the ``i``-th from rank ``a`` to ``b`` in run ``n``
 ==================  =========================================================================
 """
@@ -22,6 +23,8 @@ import numpy as np
 from doppler_gym.graph.types import DataflowGraph
 
 STOP = b"STOP"
+HEARTBEAT_S = 0.2
+"""[s] how often a rank raises its heartbeat counter (a thread of its own, on its own store connection)."""
 
 
 def job_key(k: int, rank: int) -> str:
@@ -42,6 +45,10 @@ def hello_key(rank: int) -> str:
 
 def bye_key(rank: int) -> str:
     return f"bye/{rank}"
+
+
+def heartbeat_key(rank: int) -> str:
+    return f"heartbeat/{rank}"
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,8 @@ class RankJob:
         timeout_s: wall-clock limit of each run [s] (``None``: none).
         keep_outputs: return the last run's outputs of the rank's ops (host tensors).
         seed, synthetic_scale: materialisation (:func:`envs_real.materialize.materialize`).
-        externals: ``{(op, operand_index): array}`` overrides for the rank's ops, or ``None``.
+        externals: ``{(op, operand_index): array}`` overrides, a
+            :class:`~envs_real.materialize.WorkloadExternals` (the rank draws the tiles), or ``None``.
         intra_op_threads: torch threads of the rank during the runs.
         fault: fault injection for tests and drills: ``{"op": v, "kind": "raise" | "exit"}`` makes
             op ``v`` raise, or its rank's process exit (code 13) when it would run ``v``.

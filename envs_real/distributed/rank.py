@@ -385,9 +385,10 @@ class _Run:
 
 
 # error kinds in the order a run reports them when several ranks fail: a rank's own failure first (an op
-# raising, running out of memory, invalid input, its deadline passing), then what that causes in the
-# others (a transfer to or from the rank that left failing, "rank_failed"; the abort)
-CAUSE_ORDER = ("op_failed", "out_of_memory", "invalid", "timeout", "rank_failed", "aborted")
+# raising, running out of memory, invalid input, its process stopping or freezing: "rank_hung", its
+# deadline passing, which a hung peer also causes), then what that causes in the others (a transfer to or
+# from the rank that left failing, "rank_failed"; the abort)
+CAUSE_ORDER = ("op_failed", "out_of_memory", "invalid", "rank_hung", "timeout", "rank_failed", "aborted")
 
 
 def root_cause(runs: list[RankRun]) -> RankRun | None:
@@ -396,7 +397,8 @@ def root_cause(runs: list[RankRun]) -> RankRun | None:
     When rank 1's op raises (or its deadline passes), rank 1 reports ``op_failed`` (``timeout``) and
     leaves the run; rank 0, waiting on a transfer from rank 1, may then see its connection reset and
     report ``rank_failed`` first in rank order. The run's error is rank 1's. A rank whose process died
-    is ``rank_failed`` too (:class:`~envs_real.distributed.group.RankGroup` sees the exit).
+    is ``rank_failed`` too (:class:`~envs_real.distributed.group.RankGroup` sees the exit); one whose
+    heartbeat stopped is ``rank_hung``, ahead of the timeouts it causes in its peers.
     """
     failed = [r for r in runs if r.error is not None]
     if not failed:

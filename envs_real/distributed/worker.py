@@ -10,7 +10,9 @@ on any number of hosts::
 ``WORLD_SIZE`` and ``LOCAL_RANK``; the controller is the process with
 ``devices="nccl:8@CONTROLLER:29600"``, listening there). A worker exits when the controller says
 stop, when its run failed (pending transfers cannot be cancelled, so the group is rebuilt), when
-the controller's store goes away, or (spawned) when its parent process is gone.
+the controller's store goes away, or (spawned) when its parent process is gone. While it runs, a
+thread raises its heartbeat counter in the controller's store (:func:`start_heartbeat`): the
+controller names a rank whose counter stopped (a process stopped by SIGSTOP or a debugger, or frozen).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import os
 import pickle
 import socket
 import sys
+import threading
 import time
 from datetime import timedelta
 from typing import Any
 
 from envs_real.distributed.protocol import (
+    HEARTBEAT_S,
     STOP,
     Hello,
     RankJob,
@@ -32,6 +36,7 @@ from envs_real.distributed.protocol import (
     RankRun,
     abort_key,
     bye_key,
+    heartbeat_key,
     hello_key,
     job_key,
     result_key,
@@ -45,8 +50,33 @@ KERNEL_CACHE = 4  # graphs whose kernels a rank keeps
 def failure_outside_an_op(rank: int, exc: BaseException) -> RankRun:
     """The failed run a rank reports when ``exc`` escaped the job outside any op (a barrier or a
     receive posted to a rank that already left raises gloo's "Connection reset by peer": that is
-    ``rank_failed``, a consequence, so the other rank's own cause wins in ``root_cause``)."""
-    return RankRun(error=f"rank {rank}: {type(exc).__name__}: {exc}", error_kind=classify_error(exc))
+    ``rank_failed``, a consequence, so the other rank's own cause wins in ``root_cause``; a barrier
+    or receive past the process group's timeout, "Timed out waiting ...", is ``timeout``)."""
+    kind = "timeout" if "timed out" in str(exc).lower() else classify_error(exc)
+    return RankRun(error=f"rank {rank}: {type(exc).__name__}: {exc}", error_kind=kind)
+
+
+def start_heartbeat(control: str, rank: int, timeout_s: float) -> threading.Thread:
+    """Raise ``heartbeat/rank`` in the controller's store every :data:`HEARTBEAT_S` from a daemon
+    thread with a store connection of its own, so a rank busy in an op, a barrier or a long store
+    transfer still beats; it stops when its process is stopped (SIGSTOP) or frozen, which is what the
+    controller's watchdog (:class:`envs_real.distributed.group.HeartbeatWatch`) sees, and ends when
+    the store is gone."""
+    store = connect(control, timeout_s)
+
+    def beat() -> None:
+        count = 0
+        while True:
+            count += 1
+            try:
+                store.set(heartbeat_key(rank), str(count))
+            except Exception:  # noqa: BLE001  the controller closed its store
+                return
+            time.sleep(HEARTBEAT_S)
+
+    thread = threading.Thread(target=beat, name=f"envs_real-heartbeat{rank}", daemon=True)
+    thread.start()
+    return thread
 
 
 def connect(control: str, timeout_s: float) -> Any:
@@ -100,6 +130,7 @@ def serve(
         device = f"cuda:{index}"
     else:
         device = "cpu"
+    start_heartbeat(control, rank, pg_timeout_s)
     store.set(hello_key(rank), pickle.dumps(Hello(rank, world, socket.gethostname(), os.getpid(), device, backend)))
 
     def aborted(k: int) -> str | None:
