@@ -2,7 +2,8 @@
 
 Runs :func:`doppler_gym.cluster.run` once, prints the metrics table, and writes ``DIR/jobs.csv`` (the
 per-job table, :data:`~doppler_gym.cluster.metrics.JOB_COLUMNS`) and ``DIR/utilisation.png`` (busy
-GPUs over time). Times are in seconds unless a flag says otherwise.
+GPUs over time). Times are in seconds unless a flag says otherwise. A run that cannot go on
+(:class:`doppler_gym.cluster.ClusterRunError`) is reported like a bad flag: one ``doppler: error:`` line.
 """
 
 from __future__ import annotations
@@ -155,8 +156,11 @@ def run(args: argparse.Namespace) -> int:
     failures = failures_from_args(args)
     trace = parse_trace(args.trace, seed=args.seed, checkpoint_every=args.checkpoint_every,
                         checkpoint_cost=args.checkpoint_cost)
-    result = dc.run(trace, cluster, scheduler, seed=args.seed, failures=failures,
-                    checkpoints=args.checkpoint or "fixed", preemption_cost=args.preemption_cost)
+    try:
+        result = dc.run(trace, cluster, scheduler, seed=args.seed, failures=failures,
+                        checkpoints=args.checkpoint or "fixed", preemption_cost=args.preemption_cost)
+    except dc.ClusterRunError as exc:  # a run that cannot go on: report it as the bad setting it comes from
+        raise ValueError(str(exc)) from exc
 
     print(f"trace         {trace.name}: {len(trace)} jobs")
     print(f"cluster       {cluster.name}: {cluster.n_gpus} GPUs in {len(cluster.nodes)} nodes")

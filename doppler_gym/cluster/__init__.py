@@ -28,12 +28,12 @@ from doppler_gym.cluster.failures import LLAMA3_GPU_MTBF, FailureModel, young_in
 from doppler_gym.cluster.interference import GavelInterference, ParametricInterference
 from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.cluster.schedulers import Allocation, Scheduler
-from doppler_gym.cluster.simulation import ClusterSimulation
+from doppler_gym.cluster.simulation import ClusterRunError, ClusterSimulation
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, JobTrace, Node
 
 __all__ = [
-    "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "ClusterSimulation", "FailureModel",
+    "LLAMA3_GPU_MTBF", "Allocation", "Cluster", "ClusterResult", "ClusterRunError", "ClusterSimulation", "FailureModel",
     "GavelInterference", "IterationTimes", "Job", "JobTrace", "Node", "ParametricInterference", "Scheduler",
     "placement",
     "run", "bandwidth", "engine", "schedulers", "simulation", "traces", "young_interval",
@@ -67,8 +67,10 @@ def run(trace: JobTrace | str, cluster: Cluster, scheduler: str | Scheduler, *, 
 
     Raises:
         ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
-            cluster has, a profile without one of the cluster's GPU types, or unknown workload parameters;
-            all checked before the run starts.
+            cluster has, a profile without one of the cluster's GPU types, unknown workload parameters, or
+            failures too frequent for a job's checkpoint interval to ever finish; all checked before the run starts.
+        ClusterRunError: a run that cannot go on (a clock too coarse for a job's iterations, a stuck clock,
+            or the simulation's event cap); see :mod:`~.simulation`.
     """
     if isinstance(trace, str):
         trace = traces.load(trace)

@@ -4,6 +4,11 @@ A job's work is a timeline in *solo seconds* (time at full speed on its allocati
 ``k`` iterations of ``t`` seconds each followed by a checkpoint of ``C`` seconds, with no checkpoint
 after the last iteration. A failure rolls the job back to the end of its last completed checkpoint.
 
+Whether a job can finish at all: a stretch of work between checkpoints (or the whole job, without
+checkpoints) must run ``s`` solo seconds without a failure of its ``g`` GPUs; failures arrive at rate
+``g / gpu_mtbf``, so a stretch expects ``exp(g s / gpu_mtbf) - 1`` restarts (:func:`expected_restarts`).
+That grows so fast that a run past :data:`MAX_RESTARTS_PER_STRETCH` is refused before it starts.
+
 Calibration: the Llama 3 report (Meta, "The Llama 3 Herd of Models", 2024) counts 419 unexpected
 interruptions in 54 days of training on 16,384 H100 GPUs, i.e. a per-GPU mean time between failures
 of 16,384 x 54 d / 419 ~ 5.8 years (:data:`LLAMA3_GPU_MTBF`), one job-level interruption about every
@@ -15,7 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from doppler_gym.cluster.types import checked_number
+
 LLAMA3_GPU_MTBF = 16_384 * 54 * 86_400 / 419  # [s] per GPU, ~1.82e8 s (5.8 years)
+# The most expected restarts one stretch of work between checkpoints may need: P(a stretch runs without a
+# failure) >= 1/1001. Past it a run spins through failures for minutes and usually hits the event cap.
+MAX_RESTARTS_PER_STRETCH = 1_000
 
 
 @dataclass(frozen=True)
@@ -40,16 +50,17 @@ class FailureModel:
     straggler_speed: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (self.gpu_mtbf > 0):
-            raise ValueError(f"FailureModel.gpu_mtbf must be > 0 [s] (inf = no failures), got {self.gpu_mtbf!r}")
-        if not (self.restart_delay >= 0 and math.isfinite(self.restart_delay)):
-            raise ValueError(f"FailureModel.restart_delay must be a finite time >= 0 [s], got {self.restart_delay!r}")
-        if not (self.straggler_mtbs > 0):
-            raise ValueError(f"FailureModel.straggler_mtbs must be > 0 [s] (inf = none), got {self.straggler_mtbs!r}")
-        if not (0 < self.straggler_duration < math.inf):
-            raise ValueError(f"FailureModel.straggler_duration must be in (0, inf) [s]: {self.straggler_duration!r}")
-        if not (0 < self.straggler_speed <= 1):
+        for label, what, finite in (("gpu_mtbf", "a time > 0 [s] (inf = no failures)", False),
+                                    ("straggler_mtbs", "a time > 0 [s] (inf = none)", False),
+                                    ("straggler_duration", "a finite time > 0 [s]", True)):
+            value = checked_number(getattr(self, label), f"FailureModel.{label}", what, 0.0, strict=True, finite=finite)
+            object.__setattr__(self, label, value)
+        delay = checked_number(self.restart_delay, "FailureModel.restart_delay", "a finite time >= 0 [s]", 0.0)
+        object.__setattr__(self, "restart_delay", delay)
+        speed = checked_number(self.straggler_speed, "FailureModel.straggler_speed", "in (0, 1]", 0.0, strict=True)
+        if speed > 1:
             raise ValueError(f"FailureModel.straggler_speed must be in (0, 1], got {self.straggler_speed!r}")
+        object.__setattr__(self, "straggler_speed", speed)
 
     @classmethod
     def llama3(cls, restart_delay: float = 600.0) -> FailureModel:
@@ -67,6 +78,26 @@ def young_interval(checkpoint_cost: float, mtbf: float) -> float:
     if checkpoint_cost < 0 or mtbf <= 0:
         raise ValueError(f"young_interval: need checkpoint_cost >= 0 and mtbf > 0, got {checkpoint_cost!r}, {mtbf!r}")
     return math.sqrt(2.0 * checkpoint_cost * mtbf)
+
+
+def young_every(checkpoint_cost: float, gpu_mtbf: float, gpus: int, iter_time: float) -> int:
+    """Young's interval for a job on ``gpus`` GPUs, in whole iterations of ``iter_time`` [s] (at least 1)."""
+    return max(1, round(young_interval(checkpoint_cost, gpu_mtbf / gpus) / iter_time))
+
+
+def longest_stretch(iterations: int, iter_time: float, every: int | None, cost: float) -> float:
+    """[solo s] of the longest work between two checkpoints (the whole job without one): a failure
+    during it loses all of it. A stretch ends with its checkpoint; the last one has none."""
+    last = iterations - n_checkpoints(iterations, every) * (every or 0)  # iterations after the last checkpoint
+    full = every * iter_time + cost if n_checkpoints(iterations, every) else 0.0
+    return max(full, last * iter_time)
+
+
+def expected_restarts(stretch: float, rate: float) -> float:
+    """Expected failures before ``stretch`` solo seconds run without one, at ``rate`` failures per second
+    (Poisson, each restarting the stretch): ``exp(rate x stretch) - 1`` (``inf`` past float range)."""
+    x = rate * stretch
+    return math.expm1(x) if x < 700 else math.inf
 
 
 def n_checkpoints(iterations: int, every: int | None) -> int:

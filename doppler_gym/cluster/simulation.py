@@ -20,6 +20,14 @@ nodes (racks) share each node's (rack's) uplink max-min fairly in their pace
 sharing/straggler speed. The model is conservative: it treats a job's cross-node traffic as on its
 critical path.
 
+Runs that cannot finish: with failures, a job whose stretch of work between checkpoints expects more
+than :data:`~doppler_gym.cluster.failures.MAX_RESTARTS_PER_STRETCH` restarts is refused before the run
+(``ValueError``, naming the job and what to change). During the run, a :class:`ClusterRunError` ends
+it when the float64 clock at ``now`` is too coarse to resolve a job's iterations (times given in
+nanoseconds by mistake), when the clock stops advancing for :data:`STUCK_STEPS` loop steps, when
+no event is left while jobs wait, or, as a last resort, past ``max_events`` loop steps. A job whose
+completion is closer than the clock's resolution at ``now`` completes now (a rounding remainder).
+
 Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
 as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
 got (:class:`doppler_gym.cluster.timing.IterationTimes`).
@@ -41,11 +49,18 @@ from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult, summarise
 from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, JobTrace
+from doppler_gym.cluster.types import Cluster, Job, JobTrace
 
 # a job's status (ClusterSimulation.status)
 WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
 _EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
+STUCK_STEPS = 10_000  # loop steps without the clock advancing before the run is declared stuck
+RESOLUTION = 1e-3  # the float64 clock at `now` must resolve this fraction of a running job's iteration time
+
+
+class ClusterRunError(RuntimeError):
+    """A cluster simulation that cannot go on: its clock cannot resolve a job's iterations or has stopped
+    advancing, no event is left while jobs wait, or it ran past ``max_events`` loop steps."""
 
 
 class ClusterSimulation:
@@ -72,7 +87,8 @@ class ClusterSimulation:
         interference: ``(type_a, type_b, gpu_type) -> (f_a, f_b) | None`` (default :class:`GavelInterference`).
         times: the :class:`IterationTimes` (default: a fresh one for ``cluster``).
         checkpoints: ``"fixed"`` (each job's ``checkpoint_every``) or ``"young"``.
-        max_events: the run raises ``RuntimeError`` past this many loop steps.
+        max_events: the run raises :class:`ClusterRunError` past this many loop steps (a last resort:
+            impossible failure settings are refused before the run).
         preemption_cost: [s] a job preempted or moved to other GPUs (migrated) while running spends
             this long restoring its checkpoint when it starts again, holding its GPUs without progress.
 
@@ -110,6 +126,7 @@ class ClusterSimulation:
         self.interference = interference if interference is not None else GavelInterference()
         self.times = times if times is not None else IterationTimes(cluster)
         _check_inputs(trace, cluster, checkpoints, preemption_cost)
+        _check_can_finish(trace, cluster, self.times, failures, checkpoints)
         self.trace, self.cluster, self.scheduler, self.seed = trace, cluster, scheduler, seed
         self.failures, self.checkpoints = failures, checkpoints
         self.max_events, self.preemption_cost = max_events, preemption_cost
@@ -128,6 +145,7 @@ class ClusterSimulation:
         self.now = 0.0
         self.n_done = 0
         self.n_events = 0
+        self._steps_at_now = 0  # loop steps since the clock last advanced
         self._pending: JobView | None = None  # the view of the decision point awaiting a decision
         self._round_pending = False  # a round tick is queued (ticks run only while some job waits)
         self._events = EventQueue()
@@ -188,16 +206,18 @@ class ClusterSimulation:
         """Run the events up to the next decision point and return its :class:`JobView` (live arrays,
         read-only; copy what you keep past the next decision), or ``None`` once every job is done.
 
-        Raises ``RuntimeError`` while a decision is pending, past ``max_events`` loop steps, or when
-        no job can ever finish (nothing runs and no event is queued).
+        Raises ``RuntimeError`` while a decision is pending, and :class:`ClusterRunError` when the run
+        cannot go on (see the module docstring).
         """
         self._require_decision(False, "run_until_decision")
         while self.n_done < self.n_jobs:
             self.n_events += 1
             if self.n_events > self.max_events:
-                raise RuntimeError(f"cluster simulation exceeded max_events={self.max_events} at t={self.now:.1f} s")
+                raise ClusterRunError(self._over_cap_message())
             running = np.flatnonzero(self.status == RUNNING)
-            self._advance_to(self._next_event_time(running), running)
+            t_next = self._next_event_time(running)
+            self._count_steps_at_now(t_next)
+            self._advance_to(t_next, running)
             completed = self._complete_finished(running)
             scheduling, resumed = self._handle_due_events()
             if resumed and not (completed or scheduling):
@@ -252,6 +272,26 @@ class ClusterSimulation:
                          busy_gpu_s=self.busy_gpu_s, work_gpu_s=self.work_gpu_s, util_t=np.array(self.util_t),
                          util_v=np.array(self.util_v), every=self.checkpoint_every)
 
+    def _over_cap_message(self) -> str:
+        """Why the run hit ``max_events``: what is left, and the likely cause."""
+        return (f"cluster simulation exceeded max_events={self.max_events:,} loop steps at t={self.now:.6g} s with "
+                f"{self.n_jobs - self.n_done} of {self.n_jobs} jobs unfinished after {int(self.interruptions.sum()):,} "
+                f"failure interruptions: failures too frequent for the checkpoint interval (checkpoint more often or "
+                f"raise gpu_mtbf), or a run this long needs a larger max_events")
+
+    def _count_steps_at_now(self, t_next: float) -> None:
+        """Count the loop steps the clock stays at ``now``; :class:`ClusterRunError` past :data:`STUCK_STEPS`."""
+        if t_next > self.now:
+            self._steps_at_now = 0
+            return
+        self._steps_at_now += 1
+        if self._steps_at_now > STUCK_STEPS:
+            raise ClusterRunError(
+                f"cluster simulation stuck: the clock has not advanced past t={self.now:.6g} s in {STUCK_STEPS:,} "
+                f"loop steps; at that time float64 resolves {math.ulp(self.now):.3g} s, so shorter steps "
+                f"(the scheduler's round_s, the time between failures gpu_mtbf / GPUs, restart_delay) vanish: "
+                f"give times in seconds and steps longer than that")
+
     def _require_decision(self, pending: bool, caller: str) -> None:
         if pending and self._pending is None:
             raise RuntimeError(f"ClusterSimulation.{caller}: no decision is pending; call run_until_decision() "
@@ -294,8 +334,8 @@ class ClusterSimulation:
             t_done = float(ends.min())
         t_next = min(t_done, self._events.next_time())
         if not math.isfinite(t_next):
-            raise RuntimeError(f"cluster simulation stalled at t={self.now:.1f} s with "
-                               f"{self.n_jobs - self.n_done} jobs unfinished")
+            raise ClusterRunError(f"cluster simulation stalled at t={self.now:.1f} s with "
+                                  f"{self.n_jobs - self.n_done} jobs unfinished: none runs and no event is queued")
         return t_next
 
     def _advance_to(self, t_next: float, running: np.ndarray) -> None:
@@ -311,10 +351,17 @@ class ClusterSimulation:
         self.now = t_next
 
     def _complete_finished(self, running: np.ndarray) -> bool:
-        """Complete the running jobs whose work is done; whether any was."""
+        """Complete the running jobs whose work is done, or whose completion is closer than the clock can
+        resolve at ``now`` (:meth:`_check_resolution`); whether any was."""
         if not running.size:
             return False
-        finished = running[self.progress[running] >= self.work[running] * (1 - 1e-12) - _EPS]
+        left = self.work[running] - self.progress[running]  # [solo s]
+        done = self.progress[running] >= self.work[running] * (1 - 1e-12) - _EPS
+        with np.errstate(divide="ignore"):
+            unresolved = ~done & (self.speed[running] > 0) & (self.now + left / self.speed[running] <= self.now)
+        for i in running[unresolved].tolist():
+            self._check_resolution(i)
+        finished = running[done | unresolved]
         for i in finished.tolist():
             self.progress[i] = self.work[i]
             self._release(i)  # a partner's solo speed is restored by the decision's _refresh_speeds()
@@ -322,6 +369,16 @@ class ClusterSimulation:
             self.completion[i] = self.now
             self.n_done += 1
         return bool(finished.size)
+
+    def _check_resolution(self, i: int) -> None:
+        """:class:`ClusterRunError` unless the clock at ``now`` resolves :data:`RESOLUTION` of job ``i``'s iteration."""
+        step, t = math.ulp(self.now), float(self.iter_time[i])
+        if step > RESOLUTION * t:
+            job = self.jobs[i]
+            raise ClusterRunError(
+                f"cluster simulation at t={self.now:.6g} s ({self.now / 3.156e7:.3g} years): float64 resolves only "
+                f"{step:.3g} s there, too coarse for job {job.job_id}'s {t:.3g} s iterations (arrival "
+                f"{job.arrival:.6g} s); give arrival times in seconds (not nanoseconds or milliseconds)")
 
     # -- events ----------------------------------------------------------------------------------------
     def _handle_due_events(self) -> tuple[bool, bool]:
@@ -434,8 +491,7 @@ class ClusterSimulation:
         t = times(job, slowest, k)
         before = self.iter_time[i]  # [s], NaN before the first start
         if np.isnan(before) and self.checkpoints == "young" and math.isfinite(self.failures.gpu_mtbf):
-            interval = fl.young_interval(job.checkpoint_cost, self.failures.gpu_mtbf / k)  # [s]
-            self.checkpoint_every[i] = max(1, round(interval / t))
+            self.checkpoint_every[i] = fl.young_every(job.checkpoint_cost, self.failures.gpu_mtbf, k, t)
         every = self.checkpoint_every[i]
         if not np.isnan(before) and t != before:
             self.progress[i] = fl.rescale(self.progress[i], before, t, every, job.checkpoint_cost)
@@ -613,3 +669,93 @@ def _check_inputs(trace: JobTrace, cluster: Cluster, checkpoints: str, preemptio
             if unknown:
                 raise ValueError(f"Job {j.job_id}: workload_params {unknown} are not parameters of workload "
                                  f"{j.workload!r}; valid: {sorted(workloads.params(j.workload))}")
+
+
+def _check_can_finish(trace: JobTrace, cluster: Cluster, times: IterationTimes, failures: fl.FailureModel,
+                      checkpoints: str) -> None:
+    """``ValueError`` if a job's longest stretch of work between checkpoints expects more than
+    :data:`~doppler_gym.cluster.failures.MAX_RESTARTS_PER_STRETCH` restarts at full speed on its requested GPUs
+    (a lower bound: sharing, stragglers and slower GPU types only lengthen a stretch). The message names the
+    job that needs the highest MTBF, so its fix covers every job, and counts the others."""
+    mtbf = failures.gpu_mtbf
+    if not math.isfinite(mtbf):
+        return
+    types_here = sorted({nd.gpu_type for nd in cluster.nodes})
+    failing = []
+    for job in trace.jobs:
+        t = min(times(job, gpu_type, job.gpus) for gpu_type in types_here)  # [s] per iteration, the fastest type
+        check = _StretchCheck(job, t, checkpoints == "young")
+        if check.restarts(mtbf) > fl.MAX_RESTARTS_PER_STRETCH:
+            failing.append(check)
+    if failing:
+        worst = max(failing, key=lambda c: c.mtbf_needed(mtbf))
+        others = f" ({len(failing)} of the {len(trace)} jobs cannot finish; this one needs the highest MTBF)" \
+            if len(failing) > 1 else ""
+        raise ValueError(worst.message(mtbf) + others)
+
+
+class _StretchCheck:
+    """One job's longest stretch between checkpoints and its expected restarts as a function of the per-GPU
+    MTBF (at Young's interval for that MTBF when ``young``, else at the job's ``checkpoint_every``)."""
+
+    def __init__(self, job: Job, iter_time: float, young: bool) -> None:
+        self.job, self.iter_time, self.young = job, iter_time, young
+
+    def every(self, mtbf: float) -> int | None:
+        """Iterations between checkpoints at ``mtbf`` (``None``: no checkpoints)."""
+        job = self.job
+        return fl.young_every(job.checkpoint_cost, mtbf, job.gpus, self.iter_time) if self.young \
+            else job.checkpoint_every
+
+    def stretch(self, mtbf: float, every: int | None = None) -> float:
+        """[solo s] the longest stretch at ``mtbf``, with ``every`` iterations between checkpoints if given."""
+        job = self.job
+        return fl.longest_stretch(job.iterations, self.iter_time, every or self.every(mtbf), job.checkpoint_cost)
+
+    def restarts(self, mtbf: float, every: int | None = None) -> float:
+        """Expected restarts of the longest stretch at ``mtbf`` (with ``every`` if given)."""
+        return fl.expected_restarts(self.stretch(mtbf, every), self.job.gpus / mtbf)
+
+    def mtbf_needed(self, mtbf: float) -> float:
+        """[s] the least per-GPU MTBF (>= ``mtbf``) that passes: ``g x stretch / ln(1 + bound)``, iterated
+        because Young's interval, and so the stretch, grows with the MTBF."""
+        limit = math.log1p(fl.MAX_RESTARTS_PER_STRETCH)
+        for _ in range(100):
+            mtbf = max(mtbf, self.job.gpus * self.stretch(mtbf) / limit)
+            if self.restarts(mtbf) <= fl.MAX_RESTARTS_PER_STRETCH:
+                break
+            mtbf *= 1.0 + 1e-6
+        return mtbf
+
+    def message(self, mtbf: float) -> str:
+        """Why the job cannot finish at ``mtbf``, and the checkpoint interval or MTBF that would let it."""
+        job, t = self.job, self.iter_time
+        g, cost, every, stretch = job.gpus, job.checkpoint_cost, self.every(mtbf), self.stretch(mtbf)
+        x = g * stretch / mtbf  # expected failures during one stretch
+        how = "no checkpoints" if every is None else f"checkpoint every {every} iterations, {cost:g} s each"
+        need = self.mtbf_needed(mtbf)
+        fix = f"raise gpu_mtbf to >= {_round_up(need)} s (--mtbf-hours {_round_up(need / 3600)})"
+        young = fl.young_every(cost, mtbf, g, t)
+        if self.restarts(mtbf, young) <= fl.MAX_RESTARTS_PER_STRETCH:
+            young_too = (f"; Young's interval for {cost:g} s checkpoints: checkpoints='young', --checkpoint young"
+                         if cost > 0 else "")
+            fix = f"checkpoint_every={young} iterations (--checkpoint-every {young}{young_too}), or {fix}"
+        else:
+            fix = (f"{fix} or a lower checkpoint_cost (even checkpoints at Young's interval, every {young} "
+                   f"iterations, leave stretches too long)")
+        return (f"Job {job.job_id} cannot finish under failures: on {g} GPU(s) with gpu_mtbf={mtbf:.6g} s it fails "
+                f"every {mtbf / g:.4g} s on average, and its longest stretch of work between checkpoints is "
+                f"{stretch:,.4g} s ({job.iterations} iterations of {t:.4g} s, {how}): P(the stretch runs without "
+                f"a failure) = exp(-{x:.4g}), so it expects {_big(self.restarts(mtbf), x)} restarts (more than "
+                f"{fl.MAX_RESTARTS_PER_STRETCH:,}). Fix: {fix}")
+
+
+def _big(value: float, exponent: float) -> str:
+    """``value`` = exp(``exponent``) - 1 as text, as a power of ten past float range."""
+    return f"{value:.3g}" if math.isfinite(value) else f"~1e{exponent / math.log(10):.0f}"
+
+
+def _round_up(x: float, digits: int = 3) -> str:
+    """``x`` > 0 rounded up to ``digits`` significant digits, as text."""
+    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return f"{math.ceil(x / scale - 1e-9) * scale:,.{digits + 3}g}"

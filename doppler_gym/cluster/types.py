@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Node:
@@ -30,8 +32,9 @@ class Node:
     preset: str | None = "v100x8-dgx1"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 1:
-            raise ValueError(f"Node.gpus must be an integer >= 1, got {self.gpus!r}")
+        object.__setattr__(self, "gpus", checked_int(self.gpus, "Node.gpus", 1))
+        if not isinstance(self.gpu_type, str):
+            raise ValueError(f"Node.gpu_type must be a GPU type name (a string), got {self.gpu_type!r}")
 
 
 @dataclass(frozen=True)
@@ -63,18 +66,16 @@ class Cluster:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         if not self.nodes or not all(isinstance(n, Node) for n in self.nodes):
             raise ValueError("Cluster.nodes must be a non-empty sequence of Node")
-        if not (self.inter_node_bandwidth > 0):
-            raise ValueError(f"Cluster.inter_node_bandwidth must be > 0 [B/s], got {self.inter_node_bandwidth!r}")
-        if not (self.inter_node_latency >= 0):
-            raise ValueError(f"Cluster.inter_node_latency must be >= 0 [s], got {self.inter_node_latency!r}")
-        if not (self.node_uplink_bandwidth > 0):
-            raise ValueError(f"Cluster.node_uplink_bandwidth must be > 0 [B/s], got {self.node_uplink_bandwidth!r}")
+        for label in ("inter_node_bandwidth", "node_uplink_bandwidth", "rack_uplink_bandwidth"):
+            value = checked_number(getattr(self, label), f"Cluster.{label}", "a number > 0 [B/s] (inf: unlimited)",
+                                   low=0.0, strict=True, finite=False)
+            object.__setattr__(self, label, value)
+        latency = checked_number(self.inter_node_latency, "Cluster.inter_node_latency", "a finite time >= 0 [s]", 0.0)
+        object.__setattr__(self, "inter_node_latency", latency)
         if self.rack_size is not None and (not isinstance(self.rack_size, int) or isinstance(self.rack_size, bool)
                                            or self.rack_size < 1):
             raise ValueError(f"Cluster.rack_size must be None or an integer >= 1 (nodes per rack), "
                              f"got {self.rack_size!r}")
-        if not (self.rack_uplink_bandwidth > 0):
-            raise ValueError(f"Cluster.rack_uplink_bandwidth must be > 0 [B/s], got {self.rack_uplink_bandwidth!r}")
 
     @classmethod
     def uniform(cls, n_nodes: int, gpus_per_node: int = 8, gpu_type: str = "v100",
@@ -111,11 +112,13 @@ class Job:
         gpus: GPUs the job runs on (gang-scheduled; >= 1).
         workload: a ``doppler_gym.workloads`` family name whose graph is one training iteration.
         workload_params: keyword arguments of the workload generator.
-        profile: ``{gpu_type or "*": {gpu_count: iteration time [s]}}``; wins over ``workload``.
+        profile: ``{gpu_type or "*": {gpu_count: iteration time [s]}}``; wins over ``workload``. A GPU
+            count may be given as its decimal text (``"4"``, as JSON object keys are).
         checkpoint_every: checkpoint after every this many iterations (``None``: never).
         checkpoint_cost: time one checkpoint takes [s].
         job_type: label for the GPU-sharing interference model (a Gavel job type, or anything).
-        max_gpus: the most GPUs the job could use (kept for elastic schedulers; default ``gpus``).
+        max_gpus: the most GPUs the job could use, an integer >= ``gpus`` (for elastic schedulers;
+            default ``gpus``).
         cross_node_bytes: bytes per iteration that cross between its nodes when it spans several
             [B] (``None``: from its graph's placement; 0 for a profile job).
     """
@@ -135,37 +138,78 @@ class Job:
 
     def __post_init__(self) -> None:
         where = f"Job {self.job_id!r}"
-        if self.cross_node_bytes is not None and not (0 <= self.cross_node_bytes < math.inf):
-            raise ValueError(f"{where}: cross_node_bytes must be None or finite and >= 0 [B], "
-                             f"got {self.cross_node_bytes!r}")
-        if not (isinstance(self.arrival, (int, float)) and math.isfinite(self.arrival) and self.arrival >= 0):
-            raise ValueError(f"{where}: arrival must be a finite time >= 0 [s], got {self.arrival!r}")
-        if not isinstance(self.iterations, int) or self.iterations < 1:
-            raise ValueError(f"{where}: iterations must be an integer >= 1, got {self.iterations!r}")
-        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 1:
-            raise ValueError(f"{where}: gpus must be an integer >= 1, got {self.gpus!r}")
-        if self.checkpoint_every is not None and (not isinstance(self.checkpoint_every, int)
-                                                  or self.checkpoint_every < 1):
-            raise ValueError(f"{where}: checkpoint_every must be None or an int >= 1, got {self.checkpoint_every!r}")
-        if not (self.checkpoint_cost >= 0 and math.isfinite(self.checkpoint_cost)):
-            raise ValueError(f"{where}: checkpoint_cost must be a finite time >= 0 [s], got {self.checkpoint_cost!r}")
+        set_field = object.__setattr__
+        set_field(self, "arrival", checked_number(self.arrival, f"{where}: arrival", "a finite time >= 0 [s]", 0.0))
+        set_field(self, "iterations", checked_int(self.iterations, f"{where}: iterations", 1))
+        set_field(self, "gpus", checked_int(self.gpus, f"{where}: gpus", 1))
+        if self.checkpoint_every is not None:
+            every = checked_int(self.checkpoint_every, f"{where}: checkpoint_every", 1, "None or an integer >= 1")
+            set_field(self, "checkpoint_every", every)
+        cost = checked_number(self.checkpoint_cost, f"{where}: checkpoint_cost", "a finite time >= 0 [s]", 0.0)
+        set_field(self, "checkpoint_cost", cost)
+        if self.cross_node_bytes is not None:
+            set_field(self, "cross_node_bytes", checked_number(
+                self.cross_node_bytes, f"{where}: cross_node_bytes", "None or a finite number >= 0 [B]", 0.0))
         if self.max_gpus is None:
-            object.__setattr__(self, "max_gpus", self.gpus)
-        elif self.max_gpus < self.gpus:
-            raise ValueError(f"{where}: max_gpus ({self.max_gpus}) must be >= gpus ({self.gpus})")
-        object.__setattr__(self, "workload_params", MappingProxyType(dict(self.workload_params)))
+            set_field(self, "max_gpus", self.gpus)
+        else:
+            set_field(self, "max_gpus", checked_int(self.max_gpus, f"{where}: max_gpus", self.gpus,
+                                                    f"None or an integer >= gpus ({self.gpus})"))
+        if not isinstance(self.job_type, str):
+            raise ValueError(f"{where}: job_type must be a string (an interference label), got {self.job_type!r}")
+        if not isinstance(self.workload_params, Mapping):
+            raise ValueError(f"{where}: workload_params must be a mapping of parameter names to values, "
+                             f"got {self.workload_params!r}")
+        set_field(self, "workload_params", MappingProxyType(dict(self.workload_params)))
         if self.profile is not None:
-            prof = {}
-            for gpu_type, times in self.profile.items():
-                row = {int(k): float(v) for k, v in times.items()}
-                bad = [k for k, v in row.items() if not (v > 0 and math.isfinite(v))]
-                if bad:
-                    raise ValueError(f"{where}: profile[{gpu_type!r}] iteration times must be finite and > 0 [s]; "
-                                     f"bad at GPU counts {bad}")
-                prof[str(gpu_type)] = MappingProxyType(row)
-            object.__setattr__(self, "profile", MappingProxyType(prof))
-        elif self.workload is None:
-            raise ValueError(f"{where}: give a workload name or a profile of iteration times")
+            set_field(self, "profile", _checked_profile(self.profile, where))
+        elif not isinstance(self.workload, str):
+            raise ValueError(f"{where}: give a workload name or a profile of iteration times, got "
+                             f"workload={self.workload!r}")
+
+
+def checked_number(value: object, label: str, what: str, low: float = -math.inf, strict: bool = False,
+                   finite: bool = True) -> float:
+    """``value`` as a float: a real number >= ``low`` (> ``low`` if ``strict``), finite unless ``finite`` is
+    False (``inf`` allowed, never NaN); else ValueError ``"{label} must be {what}, got ..."``."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    x = float(value) if ok else math.nan  # type: ignore[arg-type]
+    if not ((math.isfinite(x) or (not finite and x == math.inf)) and (x > low if strict else x >= low)):
+        raise ValueError(f"{label} must be {what}, got {value!r}")
+    return x
+
+
+def checked_int(value: object, label: str, low: int, what: str | None = None) -> int:
+    """``value`` as an int >= ``low`` (a Python or NumPy integer, not a bool); else ValueError naming ``label``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{label} must be {what or f'an integer >= {low}'}, got {value!r}")
+    return int(value)
+
+
+def _gpu_count(key: object, label: str) -> int:
+    """A profile's GPU count: an integer >= 1, or its decimal text (JSON object keys are strings)."""
+    if isinstance(key, str) and key.strip().isdecimal():
+        key = int(key)
+    return checked_int(key, label, 1, "a GPU count (an integer >= 1, or its decimal text)")
+
+
+def _checked_profile(profile: object, where: str) -> MappingProxyType:
+    """``{gpu_type: {gpu_count: iteration time [s]}}`` checked and frozen; ValueError naming the bad entry."""
+    usage = "{gpu_type or '*': {gpu_count: iteration time [s]}}"
+    if not isinstance(profile, Mapping):
+        raise ValueError(f"{where}: profile must be a mapping {usage}, got {profile!r}")
+    out = {}
+    for gpu_type, row in profile.items():
+        label = f"{where}: profile[{gpu_type!r}]"
+        if not isinstance(gpu_type, str):
+            raise ValueError(f"{where}: profile keys must be GPU type names (strings) or '*', got {gpu_type!r}")
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{label} must be a mapping {{gpu_count: iteration time [s]}}, got {row!r}")
+        out[gpu_type] = MappingProxyType({
+            _gpu_count(k, f"{label} key {k!r}"):
+                checked_number(v, f"{label}[{k!r}]", "a finite iteration time > 0 [s]", 0.0, strict=True)
+            for k, v in row.items()})
+    return MappingProxyType(out)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from doppler_gym.topology.types import Topology
 
 KINDS = ("device", "link")
+# The least factor of a slowdown with no end: below it the device or link is stalled in all but name (its work
+# would take over a million times as long, or overflow to an infinite makespan).
+MIN_OPEN_FACTOR = 1e-6
 
 
 def _number(value: object, label: str) -> float:
@@ -54,7 +57,8 @@ class Straggler:
         start: when the slowdown begins [reported time unit], >= 0.
         end: when it ends [reported time unit], > ``start``; ``math.inf``: until the run ends.
         factor: the fraction of its speed (device) or bandwidth (link) it keeps, in ``[0, 1]``;
-            0 stalls it (then ``end`` must be finite).
+            0 stalls it (then ``end`` must be finite); with ``end=inf`` it must be at least
+            :data:`MIN_OPEN_FACTOR`.
     """
 
     kind: str
@@ -82,6 +86,10 @@ class Straggler:
             raise ValueError(f"Straggler.factor is the fraction of speed kept, in [0, 1], got {factor!r}")
         if factor == 0.0 and end == math.inf:
             raise ValueError("Straggler.factor=0 stalls the device or link: give a finite end, or the run never ends")
+        if factor < MIN_OPEN_FACTOR and end == math.inf:
+            raise ValueError(f"Straggler.factor={factor!r} with end=inf all but stalls the device or link for good "
+                             f"(its work there would take {1 / factor:.3g} times as long): give a finite end "
+                             f"or a factor >= {MIN_OPEN_FACTOR:g}")
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "end", end)

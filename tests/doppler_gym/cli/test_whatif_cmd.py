@@ -79,6 +79,7 @@ def test_parse_straggler_forms():
     ("device:a@0-1x0.5", "must be a device id"),
     ("device:1@0-1x1.5", "factor"),
     ("link:0>1@0-infx0", "finite end"),
+    ("device:1@0-infx1e-300", "give a finite end or a factor >= 1e-06"),  # was an infinite makespan
     ("random:rate=1", "KEY=VALUE"),
     ("random:duration=a-b", "LOW-HIGH"),
     ("device:9@0-1x0.5", "device 9 is not in 0..3"),

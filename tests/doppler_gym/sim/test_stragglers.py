@@ -12,7 +12,7 @@ import pytest
 import doppler_gym as dg
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.straggler_profiles import advance, profile_arrays
-from doppler_gym.sim.stragglers import Straggler, StragglerModel
+from doppler_gym.sim.stragglers import MIN_OPEN_FACTOR, Straggler, StragglerModel
 from doppler_gym.sim.whatif_analysis import whatif
 from tests.doppler_gym.sim.sim_dag_helpers import random_edges
 
@@ -290,11 +290,23 @@ def test_profile_arrays_merge_overlaps():
     ({"start": 2.0, "end": 1.0}, "start < end"),
     ({"factor": 1.5}, r"\[0, 1\]"),
     ({"factor": 0.0, "end": math.inf}, "finite end"),
+    ({"factor": 1e-300, "end": math.inf}, "1e-300 with end=inf"),
 ])
 def test_bad_stragglers_are_clear_errors(kwargs, match):
     fields = {"kind": "device", "index": 0, "start": 0.0, "end": 1.0, "factor": 0.5, **kwargs}
     with pytest.raises(ValueError, match=match):
         Straggler(**fields)
+
+
+def test_a_tiny_factor_needs_a_finite_end_and_the_least_open_factor_runs():
+    g = dg.load_graph("paper/chainmm")
+    a = np.arange(g.n_ops) % 4
+    assert Straggler("device", 0, 0.0, 1.0, 1e-300).factor == 1e-300  # a stall that ends
+    with pytest.raises(ValueError, match="factor >= 1e-06"):
+        Straggler("device", 0, 0.0, math.inf, 0.5e-6)
+    least = (Straggler("device", 0, 0.0, math.inf, MIN_OPEN_FACTOR),)
+    slow = dg.simulate(g, a, config=dg.SimConfig(stragglers=least)).makespan
+    assert math.isfinite(slow) and slow > dg.simulate(g, a).makespan
 
 
 def test_stragglers_outside_the_run_are_clear_errors():
