@@ -67,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "default 20000)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run the grid's cells as Ray tasks: no ADDRESS = a Ray instance on this machine, auto = the "
-                   "cluster `ray start` joined, HOST:6379 = that head node (pip install 'doppler-gym[ray]')")
+                   "cluster `ray start` joined, HOST:6379 = that head node (pip install 'doppler-gym[ray]'); "
+                   "DIR/eval_grid.json is rewritten as each cell finishes, a cell whose task fails for good is "
+                   "listed there (exit status 2), and a rerun into the same DIR runs only the cells not finished")
     common.add_sim_arguments(p)
     p.set_defaults(func=run)
 

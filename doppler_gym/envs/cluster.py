@@ -26,7 +26,7 @@ from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, JobTrace
 from doppler_gym.envs.cluster_obs import CLUSTER_FEATURES, JOB_FEATURES, NODE_FEATURES, ClusterObservation
 from doppler_gym.envs.cluster_reward import REWARDS, BaselineTimeInSystem, time_in_system
-from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, reset_options
 from doppler_gym.specs import parse_spec, spec_name
 
 __all__ = ["CLUSTER_FEATURES", "DEFAULT_PREEMPTION_COST", "JOB_FEATURES", "NODE_FEATURES", "ClusterEnv"]
@@ -316,6 +316,9 @@ class ClusterEnv(gym.Env):
 
     # -- episode --------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode on the trace (a new one with ``resample_trace``); the env reads no ``options``:
+        any key is a ``ValueError`` (:func:`~doppler_gym.envs.masked.reset_options`)."""
+        reset_options(options, (), "ClusterEnv.reset")
         super().reset(seed=seed)
         if self.resample_trace:
             n = _generated_count(str(self._trace_spec))

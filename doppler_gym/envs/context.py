@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from doppler_gym.envs.masked import reset_options
 from doppler_gym.graph.analysis import b_level, critical_path, t_level
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
@@ -201,10 +202,7 @@ class Instances:
 
     def sample(self, rng: np.random.Generator, options: dict[str, Any] | None) -> GraphContext:
         """This episode's instance: drawn with ``rng``, or fixed by ``options["graph"/"topology"]``."""
-        options = options or {}
-        unknown = set(options) - {"graph", "topology"}
-        if unknown:
-            raise ValueError(f"reset: unknown option(s) {sorted(unknown)}; valid: 'graph', 'topology'")
+        options = reset_options(options, ("graph", "topology"), "reset")
         if "graph" in options:
             graph = placeable_graph(options["graph"], "options['graph']")
         else:

@@ -16,13 +16,15 @@
 - :func:`episode_over_error`: the error of ``step()`` once the episode has ended (or before the
   first ``reset()``); :data:`TERMINAL_ACTION`: the action a terminal observation's mask marks where
   no action is left, so that no mask is ever all zero.
+- :func:`reset_options`: the ``reset(options=...)`` an env accepts; an unknown key is a ``ValueError``
+  that names it and the valid keys.
 """
 
 from __future__ import annotations
 
 import operator
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -88,6 +90,29 @@ def action_array(action: object, shape: tuple[int, ...], where: str, meaning: st
 def episode_over_error(where: str) -> RuntimeError:
     """The error of ``step()`` after the episode ended (terminated or truncated) or before any ``reset()``."""
     return RuntimeError(f"{where}: the episode has ended (or never started); call reset()")
+
+
+def reset_options(options: object, valid: tuple[str, ...], where: str) -> dict[str, Any]:
+    """``reset(options=...)`` as a dict (``None``: empty), refusing any key outside ``valid``.
+
+    Args:
+        options: what the agent passed to ``reset(options=...)``.
+        valid: the option keys the env reads (empty: it reads none).
+        where: the caller, for the error (``"ClusterEnv.reset"``).
+
+    Raises:
+        TypeError: ``options`` is neither ``None`` nor a mapping.
+        ValueError: a key outside ``valid`` (the message names the unknown and the valid keys).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"{where}: options must be a dict or None, got {type(options).__name__}")
+    unknown = sorted(map(repr, set(options) - set(valid)))
+    if unknown:
+        accepted = ", ".join(map(repr, valid)) if valid else "none (this env takes no reset options; pass None)"
+        raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}; valid: {accepted}")
+    return dict(options)
 
 
 class InvalidActionWarning(UserWarning):

@@ -11,7 +11,14 @@ from gymnasium import spaces
 
 from doppler_gym.comm.schedule import Schedule
 from doppler_gym.envs.collective.types import NEVER, CollectiveInstance, build_instance
-from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, mask_space
+from doppler_gym.envs.masked import (
+    MASK_DTYPE,
+    InvalidActions,
+    action_index,
+    episode_over_error,
+    mask_space,
+    reset_options,
+)
 
 REWARDS = ("epochs", "sparse")
 
@@ -212,7 +219,9 @@ class CollectiveEnv(gym.Env):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
-        """Start at epoch 0 with every commodity at its source (the instance is fixed; ``options`` unused)."""
+        """Start at epoch 0 with every commodity at its source. The instance is fixed, so the env reads no
+        ``options``: any key is a ``ValueError`` (:func:`~doppler_gym.envs.masked.reset_options`)."""
+        reset_options(options, (), "CollectiveEnv.reset")
         super().reset(seed=seed)
         d = self.instance.demand
         self._k = 0
