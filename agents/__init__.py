@@ -6,7 +6,8 @@ Names load lazily, so ``import agents`` is cheap; torch is imported on first use
 - ``DopplerExtractor`` (``agents.policy``): the features extractor (GNN, critical-path contexts);
 - ``TrainArgs``, ``Trainer`` (``agents.training``): the three-stage training (``doppler train``);
 - ``place`` (``agents.placer``): place a graph with the shipped pre-trained policy, its greedy decode
-  or a policy-guided search (``doppler place``);
+  or a policy-guided search, and by default keep a cheap heuristic's placement where it is better
+  (``doppler place``);
 - ``train_placeto`` (``agents.placeto``), ``train_gdp`` (``agents.gdp``): the learned baselines
   Placeto (one op at a time in topological order) and GDP (one shot, GraphSAGE + attention), each
   returning a ``LearnedResult`` (``agents.learned_result``).

@@ -1,9 +1,16 @@
 """``agents.place`` (defined here, in ``agents.placer``): a graph placed by a learned policy, alone or in a search.
 
 ``place(graph, devices=4)`` decodes the shipped pre-trained :class:`~agents.policy.DopplerPolicy`
-greedily (:mod:`agents.decode`, linear cost) and simulates the placement under the graph's default
-config. ``search_seconds=S > 0`` spends ``S`` seconds of wall clock in total on a policy-guided
-search:
+greedily (:mod:`agents.decode`, linear cost), runs the cheap heuristics (:data:`HEURISTICS`:
+critical path, HEFT, CPOP, PEFT, round robin, single device, and METIS where pymetis is installed;
+together 10-90 ms on the paper graphs, under a tenth of the decode, and under half of it at 6,000 ops)
+and returns the placement with the lowest makespan (ties go to the policy), each scored by
+:func:`~doppler_gym.baselines.common.finish` (``simulate`` under the graph's default config). The
+result names the winner (``chosen``) and records every candidate's makespan (``candidates``):
+the policy alone can lose badly to a heuristic on graphs unlike its training mix (1.5x HEFT on a
+communication-heavy layered DAG, issue 35). ``heuristics=False`` returns the policy's placement alone.
+``search_seconds=S > 0`` spends ``S`` seconds of wall clock in total (the heuristics included) on a
+policy-guided search, and the result is the best of the search and the heuristics:
 
 1. decode the greedy placement and compute the usual heuristic starts (critical path, HEFT, round
    robin), so the search never starts worse than plain :func:`~doppler_gym.baselines.local_search`.
@@ -29,20 +36,27 @@ Same seed, ``samples`` and ``max_evals`` (with an unbounded time) give the same 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from doppler_gym import baselines as heuristic_baselines
 from doppler_gym.baselines.common import finish
 from doppler_gym.baselines.critical_path import critical_path
 from doppler_gym.baselines.heft import heft
 from doppler_gym.baselines.local_search import default_starts, local_search
 from doppler_gym.baselines.types import Placement, jsonable
+from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
+from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.warm import warm_up
 from doppler_gym.topology.types import Topology
 
@@ -55,6 +69,9 @@ RACE_GAP = 1.1  # the best decode races the best heuristic when it is at most 10
 PROBE_SHARE = 0.1  # default share of the budget of each raced start's probe (docs/results/bench_place.md)
 DECODE_SHARE = 0.25  # a search goes without the policy when its greedy decode would take over this share
 # of the budget (the decode projects its wall clock as it goes: agents.decode.DecodeTimeLimit)
+HEURISTICS = ("critical_path", "heft", "cpop", "peft", "round_robin", "single_device", "metis")
+# the heuristics place() runs beside the policy by default (doppler_gym.baselines names, default options):
+# list schedulers and partitioners whose cost is a small share of the decode's; metis only with pymetis
 
 
 @dataclass(frozen=True)
@@ -66,10 +83,16 @@ class PlaceResult:
         assignment: ``(n_ops,) int64`` device of each op.
         order: ``(n_ops,) int64`` the op order (SEL order of a decode, the start's order after a
             search); its ranks are the priorities under ``queue_order="priority"``.
-        seconds: wall clock of the placement (decode and search) [s]; neither loading torch, the
-            policy and the simulator's kernels (``info["load_seconds"]``) nor the reference baselines
-            count.
-        method: ``"greedy"`` (the policy's decode) or ``"search"`` (policy-guided local search).
+        seconds: wall clock of the placement (decode, heuristics and search) [s]; neither loading
+            torch, the policy and the simulator's kernels (``info["load_seconds"]``) nor, with
+            ``heuristics=False``, the reference baselines count.
+        method: what the policy ran: ``"greedy"`` (its decode) or ``"search"`` (policy-guided local
+            search).
+        chosen: the candidate this placement is: ``method`` (the policy's placement) or the name of
+            the heuristic that beat it (``"heft"``, ``"critical_path"``, ...).
+        candidates: the makespan of every candidate [``time_unit``], the policy's (``method``) first,
+            then each heuristic's in :data:`HEURISTICS` order (only the policy's with
+            ``heuristics=False``); all simulated under the same config.
         graph, n_ops, topology, n_devices, time_unit: the instance.
         policy: where the policy came from (``"pretrained"``, a checkpoint path, or ``"object"``).
         search_seconds: the budget asked for [s].
@@ -93,6 +116,8 @@ class PlaceResult:
     policy: str
     search_seconds: float
     seed: int
+    chosen: str
+    candidates: dict[str, float]
     baselines: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -102,6 +127,7 @@ class PlaceResult:
             "graph": self.graph, "n_ops": self.n_ops, "topology": self.topology, "n_devices": self.n_devices,
             "makespan": self.makespan, "time_unit": self.time_unit, "seconds": self.seconds, "method": self.method,
             "policy": self.policy, "search_seconds": self.search_seconds, "seed": self.seed,
+            "chosen": self.chosen, "candidates": dict(self.candidates),
             "baselines": dict(self.baselines), "info": jsonable(self.info),
             "assignment": self.assignment.tolist(), "order": self.order.tolist(),
         }
@@ -151,6 +177,72 @@ def resolve_devices(devices: object, topology: object) -> Topology:
     return resolve_topology(int(devices), "devices")
 
 
+def _flush_native_stdout() -> None:
+    """Flush the C library's stdio buffers (nothing where the platform's C library cannot be loaded)."""
+    with contextlib.suppress(OSError, TypeError, AttributeError):
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
+def _native_stdout_silenced() -> Iterator[None]:
+    """File descriptor 1 goes to ``os.devnull`` within the block: METIS (C) prints warnings there on
+    small graphs ("Cannot bisect a graph with 0 vertices!") while its partition stays valid. Python's
+    and C's buffers are flushed before and after, so other output is neither lost nor reordered;
+    where fd 1 cannot be duplicated, nothing is silenced."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    _flush_native_stdout()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        yield
+    finally:
+        _flush_native_stdout()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def heuristic_placements(
+    graph: DataflowGraph, topology: Topology, config: SimConfig, known: Sequence[Placement] = ()
+) -> tuple[list[Placement], dict[str, str]]:
+    """The placements of :data:`HEURISTICS` (default options) under ``config``, in that order, and
+    ``{name: why}`` of those skipped (``metis`` without pymetis).
+
+    A placement in ``known`` named as a heuristic is taken as that heuristic's, not computed again
+    (the caller ran it with the same options and config). A heuristic whose optional package is
+    missing (``ImportError``: pymetis for ``metis``) is skipped, its error message kept."""
+    reuse = {p.name: p for p in known}
+    placements: list[Placement] = []
+    skipped: dict[str, str] = {}
+    for name in HEURISTICS:
+        if name in reuse:
+            placements.append(reuse[name])
+            continue
+        try:
+            with _native_stdout_silenced() if name == "metis" else contextlib.nullcontext():
+                placements.append(heuristic_baselines.run(name, graph, topology, config))
+        except ImportError as exc:
+            skipped[name] = str(exc)
+    return placements, skipped
+
+
+def best_candidate(
+    policy: Placement, method: str, heuristics: Sequence[Placement]
+) -> tuple[Placement, str, dict[str, float]]:
+    """``(placement, name, candidates)``: the lowest-makespan placement among the policy's (named
+    ``method``) and the ``heuristics`` (ties go to the policy, then to the earlier heuristic), its
+    name, and ``{name: makespan}`` of every candidate, the policy's first."""
+    named = [(method, policy), *((p.name, p) for p in heuristics)]
+    chosen, best = min(named, key=lambda item: item[1].makespan)
+    return best, chosen, {name: p.makespan for name, p in named}
+
+
 def place(
     graph: object,
     *,
@@ -162,12 +254,14 @@ def place(
     samples: int | None = None,
     max_evals: int | None = None,
     reference: bool = True,
+    heuristics: bool = True,
     params: dict[str, object] | None = None,
     probe_share: float = PROBE_SHARE,
     sample_gap: float = SAMPLE_GAP,
     decode_share: float = DECODE_SHARE,
 ) -> PlaceResult:
-    """Place ``graph`` with a learned policy (module docstring).
+    """Place ``graph`` with a learned policy, keeping a cheap heuristic's placement where it is better
+    (module docstring).
 
     Args:
         graph: a :class:`DataflowGraph`, a paper graph name, a workload name (with ``params``) or a
@@ -185,8 +279,11 @@ def place(
             ``max_evals``, for a result that does not depend on the machine's speed).
         max_evals: also stop the search after this many simulations (with a large
             ``search_seconds``, a result that is the same on every machine).
-        reference: also compute the critical-path and HEFT makespans (``baselines``; not counted in
-            ``seconds``).
+        reference: also report the critical-path and HEFT makespans (``baselines``: the candidates'
+            with ``heuristics``, else computed apart, not counted in ``seconds``).
+        heuristics: True (default): also run the cheap heuristics (:data:`HEURISTICS`, within the
+            budget of a search) and return the best of them and the policy's placement
+            (``chosen``, ``candidates``); False: the policy's placement alone.
         params: workload generator parameters when ``graph`` is a workload name.
         probe_share: share of the budget each of the two raced starts' probes gets (0 < share < 0.5;
             module docstring); 0: the search starts from the better of the two.
@@ -198,7 +295,8 @@ def place(
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
-        priorities where the config uses them) under ``default_config(graph)``.
+        priorities where the config uses them) under ``default_config(graph)``, the config every
+        candidate is scored under.
     """
     loading = time.perf_counter()
     from agents.decode import Decoded, DecodeTimeLimit, DirectDecoder
@@ -216,6 +314,9 @@ def place(
     if isinstance(decode_share, bool) or not isinstance(decode_share, (int, float, np.floating)) \
             or not decode_share > 0:
         raise ValueError(f"decode_share must be a number > 0 (inf: never skip the decode), got {decode_share!r}")
+    if not isinstance(heuristics, (bool, np.bool_)):
+        raise TypeError(f"heuristics must be True (also run the cheap heuristics and keep the best placement) "
+                        f"or False (the policy's placement alone), got {heuristics!r}")
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -235,7 +336,7 @@ def place(
     except DecodeTimeLimit as stop:  # the budget is too short for the policy here: plain local search
         info["decode_skipped"] = {"projected_seconds": decoder.static_seconds + stop.projected,
                                   "limit_seconds": decode_share * search_seconds}
-    heuristics = default_starts(g, topo, config, seed) if search else []
+    search_starts = default_starts(g, topo, config, seed) if search else []
     rows: list[tuple[Decoded, int]] = []
     decoded: list[Placement] = []
     if greedy is not None:
@@ -246,7 +347,7 @@ def place(
             samples = min(MAX_SAMPLES, SAMPLE_OPS // g.n_ops)
             if not np.isinf(search_seconds):  # an unbounded time (with max_evals) has no fifth to respect
                 samples = min(samples, int(0.2 * search_seconds / max(greedy.seconds, 1e-3)))
-            if greedy_placement.makespan > sample_gap * min(p.makespan for p in heuristics):
+            if greedy_placement.makespan > sample_gap * min(p.makespan for p in search_starts):
                 samples = 0
         rows = [(greedy, 0)]
         if search and samples:
@@ -259,16 +360,22 @@ def place(
     info.update({"decode_seconds": time.perf_counter() - started, "samples": samples,
                  "greedy_makespan": decoded[0].makespan if decoded else None,
                  "best_decode_makespan": decoded[best_row].makespan if decoded else None})
+    others: list[Placement] = []  # the heuristic candidates beside the policy's placement
+    if heuristics:  # the search's starts are reused (its critical path is another one unless seed is 0)
+        ran = time.perf_counter()
+        others, skipped = heuristic_placements(
+            g, topo, config, known=[p for p in search_starts if p.name != "critical_path" or seed == 0])
+        info.update({"heuristics_seconds": time.perf_counter() - ran, "heuristics_skipped": skipped})
     if not search:
         best: Placement = decoded[0]
         method = "greedy"
     else:
-        best_heuristic = min(heuristics, key=lambda p: p.makespan)
+        best_heuristic = min(search_starts, key=lambda p: p.makespan)
         # the decode races the best heuristic only when it is within RACE_GAP of it: otherwise the
         # policy is no guide on this instance and the search is plain local_search
         race = bool(decoded) and decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
         starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
-        info.update({"heuristic_starts": {p.name: p.makespan for p in heuristics}, "raced": race})
+        info.update({"heuristic_starts": {p.name: p.makespan for p in search_starts}, "raced": race})
         left = search_seconds - (time.perf_counter() - started)
         if left > 0 or max_evals is not None and np.isinf(search_seconds):
             found = local_search(
@@ -285,14 +392,18 @@ def place(
             info.update({"evals": 0, "stopped": "seconds (spent on the starts)", "start": best.name,
                          "start_makespan": best.makespan})
         method = "search"
+    best, chosen, candidates = best_candidate(best, method, others)
     seconds = time.perf_counter() - started
     baselines: dict[str, float] = {}
-    if reference:
+    if reference and heuristics:
+        baselines = {"critical_path": candidates["critical_path"], "heft": candidates["heft"]}
+    elif reference:
         baselines = {"critical_path": critical_path(g, topo, config, seed=0).makespan,
                      "heft": heft(g, topo, config).makespan}
     return PlaceResult(
         makespan=best.makespan, assignment=np.asarray(best.assignment), order=np.asarray(best.order),
         seconds=seconds, method=method, graph=g.name,
         n_ops=g.n_ops, topology=topo.name, n_devices=topo.n_devices, time_unit=config.time_unit, policy=label,
-        search_seconds=float(search_seconds), seed=int(seed), baselines=baselines, info=info,
+        search_seconds=float(search_seconds), seed=int(seed), chosen=chosen, candidates=candidates,
+        baselines=baselines, info=info,
     )

@@ -88,7 +88,7 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
         config = dg.instances.default_config(g)
         cp = dg.baselines.critical_path(g, topo, config, seed=0).makespan
         heft = dg.baselines.heft(g, topo, config).makespan
-        greedy = place(g, topology=topo, policy=policy, seed=seed, reference=False)
+        greedy = place(g, topology=topo, policy=policy, seed=seed, reference=False, heuristics=False)
         row = {"graph": spec, "n_ops": g.n_ops, "topology": topo.name, "n_devices": topo.n_devices, "seed": seed,
                "unit": config.time_unit, "critical_path": cp, "heft": heft, "greedy": greedy.makespan,
                "greedy_seconds": greedy.seconds, "search": {}}
@@ -96,7 +96,8 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
             t = time.perf_counter()
             plain = dg.baselines.local_search(g, topo, config, seed=seed, seconds=s)
             plain_wall = time.perf_counter() - t
-            guided = place(g, topology=topo, policy=policy, search_seconds=s, seed=seed, reference=False)
+            guided = place(g, topology=topo, policy=policy, search_seconds=s, seed=seed, reference=False,
+                           heuristics=False)
             # the ablation: the same race with the runner-up heuristic in the decode's place
             t = time.perf_counter()
             two = sorted(default_starts(g, topo, config, seed), key=lambda p: p.makespan)[:2]

@@ -39,11 +39,12 @@ def policy(graph):
 
 
 def test_greedy_place_is_the_direct_decode_and_resimulates_exactly(graph, policy):
-    r = place(graph, devices=3, policy=policy)
+    r = place(graph, devices=3, policy=policy, heuristics=False)  # the decode alone
     dec = decode(policy, graph, 3)
     np.testing.assert_array_equal(r.assignment, dec.assignments[0])
     np.testing.assert_array_equal(r.order, dec.orders[0])
-    assert r.method == "greedy" and r.policy == "object" and r.n_devices == 3
+    assert r.method == r.chosen == "greedy" and r.policy == "object" and r.n_devices == 3
+    assert r.candidates == {"greedy": r.makespan}
     assert r.makespan == resimulate(graph, 3, r.assignment, r.order)
     assert r.baselines["critical_path"] == baselines.critical_path(graph, 3, seed=0).makespan
     assert r.baselines["heft"] == baselines.heft(graph, 3).makespan
@@ -127,7 +128,7 @@ def test_a_budget_too_short_for_the_decode_searches_without_the_policy():
     """The greedy decode would take over a quarter of a 1 ms budget: it stops after a few dozen
     steps, and the answer is the best heuristic start (no time is left to search from it)."""
     big = dg.workloads.make("random", n_ops=400, levels=20, seed=1)
-    r = place(big, devices=4, search_seconds=1e-3, seed=0, reference=False)
+    r = place(big, devices=4, search_seconds=1e-3, seed=0, reference=False, heuristics=False)
     assert r.method == "search" and r.info["decode_skipped"]["limit_seconds"] == pytest.approx(0.25e-3)
     assert r.info["decode_skipped"]["projected_seconds"] > 0.25e-3
     assert r.info["greedy_makespan"] is None and r.info["samples"] == 0 and not r.info["raced"]
