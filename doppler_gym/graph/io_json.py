@@ -14,6 +14,8 @@ Format (version 1)::
          "kind": "einsum",                  # optional (all ops or none)
          "workspace_bytes": 0,              # optional, default 0: scratch memory while the op runs [B]
          "persistent_bytes": 0,             # optional, default 0: memory held the whole run [B]
+         "io_bytes": 0,                     # optional, default 0: device-memory traffic of the op [B]
+         "precision": "bf16",               # optional (all ops or none): fp32, tf32, bf16, fp16, fp8
          "spec": {...} or null},            # optional: OpSpec.to_dict(); null = this op has none
         ...
       ],
@@ -28,7 +30,7 @@ Rules:
   so a write/read round trip is exact.
 - ``"spec"``: if any op has the key, the graph has specs; ops with ``null`` (or without the key)
   have none. If no op has the key the graph has no specs (``specs is None``).
-- ``"workspace_bytes"`` and ``"persistent_bytes"`` (see :mod:`doppler_gym.sim.memory`) are
+- ``"workspace_bytes"``, ``"persistent_bytes"`` (see :mod:`doppler_gym.sim.memory`) and ``"io_bytes"`` are
   written only on ops where they are not 0, so a graph without memory writes as before.
 - Unknown keys are errors (they are usually typos, e.g. ``"outbytes"``).
 - The graph must be a valid DAG (ids in range, no self loops, no duplicate edges, no cycle).
@@ -54,8 +56,10 @@ from doppler_gym.graph.validate import validate_graph_arrays
 FORMAT = "doppler-gym-graph"
 VERSION = 1
 _TOP_KEYS = ("format", "version", "name", "units", "ops", "edges")
-_OP_KEYS = ("name", "flops", "out_bytes", "kind", "spec", "workspace_bytes", "persistent_bytes")
-_MEMORY_KEYS = ("workspace_bytes", "persistent_bytes")
+_OP_KEYS = (
+    "name", "flops", "out_bytes", "kind", "spec", "workspace_bytes", "persistent_bytes", "io_bytes", "precision"
+)
+_MEMORY_KEYS = ("workspace_bytes", "persistent_bytes", "io_bytes")
 _MAX_EXACT = 2**53
 
 __all__ = ["FORMAT", "VERSION", "read_json", "write_json", "graph_from_dict", "graph_to_dict"]
@@ -100,6 +104,8 @@ def graph_to_dict(graph: DataflowGraph) -> dict[str, Any]:
         op["out_bytes"] = _number(graph.out_bytes[i])
         if graph.kinds is not None:
             op["kind"] = graph.kinds[i]
+        if graph.precisions is not None:
+            op["precision"] = graph.precisions[i]
         for key in _MEMORY_KEYS:
             if getattr(graph, key)[i] != 0:
                 op[key] = _number(getattr(graph, key)[i])
@@ -165,6 +171,7 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
     memory = {key: np.zeros(n, dtype=np.float64) for key in _MEMORY_KEYS}
     names: list[str | None] = []
     kinds: list[str | None] = []
+    precisions: list[str | None] = []
     specs: list[OpSpec | None] = []
     has_spec_key = False
     for i, op in enumerate(ops):
@@ -179,6 +186,7 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
                 column[i] = _cost(op, key, where)
         names.append(_optional_str(op, "name", where))
         kinds.append(_optional_str(op, "kind", where))
+        precisions.append(_optional_str(op, "precision", where))
         if "spec" in op:
             has_spec_key = True
             spec = op["spec"]
@@ -195,6 +203,7 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
             specs.append(None)
     names_t = _all_or_none(names, "name", source)
     kinds_t = _all_or_none(kinds, "kind", source)
+    precisions_t = _all_or_none(precisions, "precision", source)
 
     src = np.zeros(len(edges), dtype=np.int64)
     dst = np.zeros(len(edges), dtype=np.int64)
@@ -227,6 +236,8 @@ def graph_from_dict(data: Any, source: str = "<dict>", default_name: str = "grap
         units=units,
         workspace_bytes=memory["workspace_bytes"],
         persistent_bytes=memory["persistent_bytes"],
+        io_bytes=memory["io_bytes"],
+        precisions=precisions_t,
     )
 
 

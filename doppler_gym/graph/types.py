@@ -22,6 +22,9 @@ from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.validate import validate_graph_arrays, validate_memory_array
 
 UNITS = ("physical", "paper")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+"""Numeric formats an op may run in (:attr:`DataflowGraph.precisions`); the roofline cost model reads the
+device's peak for each."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +45,11 @@ class DataflowGraph:
             runs [B]; ``None`` (the default) = zeros. See :mod:`doppler_gym.sim.memory`.
         persistent_bytes: ``(n_ops,) float64`` memory each op keeps on its device for the whole
             run (weights, gradients, optimizer state) [B]; ``None`` = zeros.
+        io_bytes: ``(n_ops,) float64`` bytes each op reads and writes in device memory (HBM traffic,
+            inputs + weights + output) [B], which bounds a memory-bound op's time under a roofline
+            cost model; ``None`` = zeros (traffic unknown: only the FLOPs count).
+        precisions: optional per-op numeric format, each one of :data:`PRECISIONS`; ``None`` = the
+            cost model's default precision for every op.
 
     Edges keep their input order: edge ids are positions in ``src``/``dst``. Costs are stored as
     float64, which holds the paper files' integer costs exactly (all below 2**53), so events that
@@ -59,13 +67,17 @@ class DataflowGraph:
     units: str = "physical"
     workspace_bytes: np.ndarray | None = None
     persistent_bytes: np.ndarray | None = None
+    io_bytes: np.ndarray | None = None
+    precisions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         src, dst, flops, out_bytes = validate_graph_arrays(
             self.src, self.dst, self.flops, self.out_bytes, where=f"graph {self.name!r}"
         )
         n = flops.shape[0]
-        for label, values in (("names", self.names), ("kinds", self.kinds), ("specs", self.specs)):
+        for label, values in (
+            ("names", self.names), ("kinds", self.kinds), ("specs", self.specs), ("precisions", self.precisions)
+        ):
             if values is not None and len(values) != n:
                 raise ValueError(
                     f"graph {self.name!r}: {label} has {len(values)} entries but the graph has {n} "
@@ -73,7 +85,14 @@ class DataflowGraph:
                 )
         if self.units not in UNITS:
             raise ValueError(f"graph {self.name!r}: units must be one of {UNITS}, got {self.units!r}")
-        for label in ("workspace_bytes", "persistent_bytes"):
+        if self.precisions is not None:
+            unknown = sorted({p for p in self.precisions if p not in PRECISIONS}, key=str)
+            if unknown:
+                raise ValueError(
+                    f"graph {self.name!r}: precisions {unknown} are not numeric formats; use one of "
+                    f"{PRECISIONS} per op, or None for the cost model's default"
+                )
+        for label in ("workspace_bytes", "persistent_bytes", "io_bytes"):
             mem = validate_memory_array(getattr(self, label), n, label, where=f"graph {self.name!r}")
             mem.setflags(write=False)
             object.__setattr__(self, label, mem)
@@ -83,7 +102,7 @@ class DataflowGraph:
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "flops", flops)
         object.__setattr__(self, "out_bytes", out_bytes)
-        for label in ("names", "kinds", "specs"):
+        for label in ("names", "kinds", "specs", "precisions"):
             values = getattr(self, label)
             if values is not None:
                 object.__setattr__(self, label, tuple(values))
