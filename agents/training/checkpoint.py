@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from agents.training.policies import make_policy, registered_policy, transfer_weights
+from doppler_gym.processes import pid_alive
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_FORMAT = "doppler-train-checkpoint"
@@ -118,24 +119,11 @@ def remove_orphan_tmp(folder: str | os.PathLike) -> list[Path]:
     removed = []
     for tmp in Path(folder).glob(".*.tmp"):
         m = _TMP_PID.match(tmp.name)
-        if m is None or _pid_alive(int(m["pid"])):
+        if m is None or pid_alive(int(m["pid"])):
             continue
         tmp.unlink(missing_ok=True)
         removed.append(tmp)
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (this one included); outside POSIX, assumed to (nothing is removed)."""
-    if pid == os.getpid() or os.name != "posix":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by another user
-        return True
-    return True
 
 
 def load_policy(

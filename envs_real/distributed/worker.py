@@ -27,6 +27,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from doppler_gym.processes import pid_alive
 from envs_real.distributed.protocol import (
     HEARTBEAT_S,
     STOP,
@@ -204,21 +205,10 @@ def _wait_for(store: Any, key: str, parent_pid: int | None) -> bool:
                 return True
         except Exception:  # noqa: BLE001  the store is gone: the controller exited
             return False
-        if parent_pid is not None and not _alive(parent_pid):
+        if parent_pid is not None and not pid_alive(parent_pid):
             return False
         time.sleep(delay)
         delay = min(JOB_POLL_MAX_S, delay * 1.5)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` (the controller; a forkserver rank's parent is the server) still runs."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by someone else
-        return True
-    return True
 
 
 def spawned_main(control: str, rank: int, world: int, backend: str, parent_pid: int, pg_timeout_s: float) -> None:

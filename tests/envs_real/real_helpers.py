@@ -6,6 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 import doppler_gym as dg
+from doppler_gym.processes import pid_alive
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` no longer exists."""
+    return not pid_alive(pid)
 
 
 def small_ffnn() -> dg.workloads.Workload:

@@ -35,7 +35,7 @@ from envs_real.distributed.rank import root_cause
 from envs_real.distributed.worker import failure_outside_an_op
 from envs_real.estimate import WorkloadTooLarge
 from envs_real.materialize import WorkloadExternals, materialize, workload_externals
-from tests.envs_real.real_helpers import small_ffnn
+from tests.envs_real.real_helpers import gone, small_ffnn
 
 TOPO = dg.Topology.uniform(2)
 
@@ -157,14 +157,6 @@ def test_the_main_guard_check_is_silent_outside_a_re_imported_script():
 
 
 # ------------------------------------------------------------------ hung ranks and scripts (processes)
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("when", ["between-calls", "mid-call"])
 def test_a_stopped_rank_is_named_within_the_run_s_timeout_and_no_process_is_left(when):

@@ -23,20 +23,12 @@ import doppler_gym as dg
 from envs_real import RealBackend
 from envs_real.distributed import get_group, shutdown
 from envs_real.materialize import reference_outputs
-from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, placements, small_ffnn
+from tests.envs_real.real_helpers import assert_dependencies, assert_wc_order, gone, placements, small_ffnn
 
 pytestmark = pytest.mark.slow  # torch.distributed processes
 
 TOPO = dg.Topology.uniform(2)
 FAILURE_S = 20.0  # [s] a failed run must be reported within this (no hang)
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 @pytest.fixture(scope="module")
