@@ -14,6 +14,7 @@ from types import ModuleType
 # module -> (the extra of pyproject.toml that installs it, its pip package)
 EXTRAS: dict[str, tuple[str, str]] = {
     "matplotlib": ("plot", "matplotlib"),
+    "highspy": ("solvers", "highspy"),
 }
 
 
