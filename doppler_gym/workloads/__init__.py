@@ -9,7 +9,9 @@
 Families (ops at the defaults): ``chainmm`` (108), ``ffnn`` (160), ``llama-block`` (156),
 ``llama-layer`` (232), ``pipeline`` (128: F and B of 4 stages x 16 microbatches; its
 ``Workload`` carries a pipeline schedule), ``random`` (100). :func:`params` lists each family's parameters with their
-defaults; the generator docstrings give their units.
+defaults; the generator docstrings give their units. :func:`from_torch` imports a ``torch.nn.Module``:
+its forward (``torch.export``, ``torch.fx`` as fallback), or with ``loss=`` / ``optimizer=`` a whole
+training step (forward, backward, optimizer update, parameter and optimizer-state memory).
 """
 
 from __future__ import annotations
