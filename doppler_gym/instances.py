@@ -10,8 +10,14 @@ agents and the real backend. It sits at the top of the core (below ``envs``, ``c
   them in the string, :mod:`doppler_gym.specs`) or a ``.txt``/``.json`` path.
 - :func:`resolve_topology`: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``) or a
   device count (``Topology.uniform(n)``).
+- :func:`resolve_workload`: the same, as a :class:`~doppler_gym.workloads.Workload`, which a
+  pipeline schedule comes with (its own ``assignment``, ``priorities`` and ``config``);
+  :func:`workload_of` finds the workload a graph resolved here was built as.
 - :func:`default_config`: the runtime model a graph gets when none is given: the reference model
-  (``SimConfig.reference()``, paper time units) for the paper files, ``SimConfig()`` otherwise.
+  (``SimConfig.reference()``, paper time units) for the paper files, the workload's own config for a
+  graph resolved here from a workload that carries one (a pipeline: ``queue_order="fixed"``, raw costs
+  with ``unit_costs``), ``SimConfig()`` otherwise. So ``doppler simulate``/``whatif``/``place`` and the
+  envs run a pipeline as built unless the user gives a config.
 - :func:`check_assignment`: an assignment as int32 device ids, checked against the graph and
   topology (the check ``simulate`` and the real backend apply).
 
@@ -24,8 +30,10 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -40,7 +48,12 @@ from doppler_gym.specs import Range, parse_spec, spec_name
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
 
-__all__ = ["check_assignment", "default_config", "graph_names", "resolve_graph", "resolve_topology"]
+__all__ = ["check_assignment", "default_config", "graph_names", "resolve_graph", "resolve_topology",
+           "resolve_workload", "workload_of"]
+
+_WORKLOADS: weakref.WeakKeyDictionary[DataflowGraph, dict[str, object]] = weakref.WeakKeyDictionary()
+"""The fields of the workload each graph that :func:`resolve_graph` built came from, all but the graph
+(which a value must not hold, or the graph would never be collected), while the graph lives."""
 
 
 def graph_names() -> tuple[str, ...]:
@@ -112,7 +125,26 @@ def _workload_graph(text: str, params: Mapping[str, object] | None, where: str) 
     if ranges:
         raise ValueError(f"{where} {text!r}: {ranges} is a range LO..HI; one graph takes one value per parameter "
                          f"(ranges are drawn by a training mix, TrainArgs.graph_mix)")
-    return workloads.make(spec.name, **merged)
+    workload = workloads.build(spec.name, **merged)
+    _WORKLOADS[workload.graph] = {f.name: getattr(workload, f.name) for f in dataclasses.fields(workload)
+                                  if f.name != "graph"}
+    return workload.graph
+
+
+def resolve_workload(
+    spec: object, params: Mapping[str, object] | None = None, where: str = "graph"
+) -> workloads.Workload:
+    """The :class:`~doppler_gym.workloads.Workload` that ``spec`` names (arguments as :func:`resolve_graph`):
+    a workload's own (with a pipeline's ``assignment``, ``priorities`` and ``config``), or ``Workload(graph)``
+    (none of them) for a paper graph, a file or a graph that was not built from a workload here."""
+    graph = resolve_graph(spec, params, where)
+    return workload_of(graph) or workloads.Workload(graph)
+
+
+def workload_of(graph: DataflowGraph) -> workloads.Workload | None:
+    """The workload ``graph`` was built as by :func:`resolve_graph` (from a workload name), else ``None``."""
+    fields = _WORKLOADS.get(graph)
+    return None if fields is None else workloads.Workload(graph, **fields)
 
 
 def resolve_topology(spec: object, where: str = "topology") -> Topology:
@@ -146,6 +178,13 @@ def default_config(graph: DataflowGraph) -> SimConfig:
     """The runtime model of ``graph`` when none is given.
 
     ``SimConfig.reference()`` for the paper files (``graph.units == "paper"``: their costs are
-    times, reported in the paper's units), ``SimConfig()`` (topology cost model, seconds) otherwise.
+    times, reported in the paper's units); the config of the workload ``graph`` was resolved from
+    (:func:`workload_of`) when it carries one (a pipeline schedule's ``queue_order="fixed"``, raw costs
+    with ``unit_costs``); ``SimConfig()`` (topology cost model, seconds) otherwise.
     """
-    return SimConfig.reference() if graph.units == "paper" else SimConfig()
+    if graph.units == "paper":
+        return SimConfig.reference()
+    workload = workload_of(graph)
+    if workload is not None and isinstance(workload.config, SimConfig):
+        return workload.config
+    return SimConfig()

@@ -71,7 +71,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
     group.add_argument("--streams", type=int, metavar="K", help="ops that may run at once on one device (>= 1)")
     group.add_argument(
         "--queue-order", choices=QUEUE_ORDERS,
-        help="fifo (by ready time) or priority (highest b-level first)",
+        help="fifo (by ready time), priority (lowest priority first: a workload's own priorities, else the highest "
+        "b-level) or fixed (each device runs its ops in the priorities' order and waits for the next one: a "
+        "pipeline schedule, the default of a pipeline workload; op id order for a graph without priorities)",
     )
     group.add_argument(
         "--jitter", type=float, metavar="SIGMA",

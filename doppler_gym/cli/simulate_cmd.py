@@ -1,4 +1,11 @@
-"""``doppler simulate GRAPH --assignment FILE|round-robin|random|single``."""
+"""``doppler simulate GRAPH --assignment FILE|round-robin|random|single``.
+
+A workload that comes with its own placement and schedule (``pipeline``: its stages' assignment, the
+schedule's priorities and ``SimConfig(queue_order="fixed")``, :func:`doppler_gym.instances.workload_of`)
+runs as built unless told otherwise: ``--assignment`` replaces its assignment, ``--queue-order`` and the
+other simulator flags its config (``--reference`` all of it), and its priorities order the queues
+whenever the queue order uses priorities (``fixed`` or ``priority``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import numpy as np
 
 from doppler_gym.cli import common
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import workload_of
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
@@ -20,6 +28,8 @@ from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
 
 KINDS = ("round-robin", "random", "single")
+OWN = "the workload's own (its schedule)"
+"""The label of a run with a workload's own assignment."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.add_graph_argument(p)
     common.add_topology_arguments(p)
     p.add_argument(
-        "--assignment", default="round-robin", metavar="FILE|round-robin|random|single",
-        help="op i on device i %% D (round-robin, default), uniformly random devices (random, uses --seed), "
+        "--assignment", default=None, metavar="FILE|round-robin|random|single",
+        help="default: the workload's own placement where it has one (a pipeline's stages, run in its schedule's "
+        "order), else round-robin; op i on device i %% D (round-robin), uniformly random devices (random, uses "
+        "--seed), "
         "every op on device 0 (single), or a FILE: device ids separated by commas or whitespace "
         "(# starts a comment), or JSON: a list, or an object with an \"assignment\" list (as --json writes)",
     )
@@ -69,6 +81,34 @@ def make_assignment(spec: str, graph: DataflowGraph, n_devices: int, seed: int) 
     return values
 
 
+def own_or_made_assignment(spec: str | None, graph: DataflowGraph, n_devices: int, seed: int
+                           ) -> tuple[np.ndarray, str]:
+    """``(assignment, label)``: ``spec`` (:func:`make_assignment`), or with ``spec=None`` the workload's own
+    assignment where ``graph`` was built with one (:func:`~doppler_gym.instances.workload_of`), else
+    round-robin."""
+    if spec is None:
+        workload = workload_of(graph)
+        if workload is not None and workload.assignment is not None:
+            own = np.asarray(workload.assignment, dtype=np.int64)
+            if own.size and int(own.max()) >= n_devices:
+                raise ValueError(f"graph {graph.name!r} places its ops on {int(own.max()) + 1} devices but the "
+                                 f"topology has {n_devices}; give --devices {int(own.max()) + 1} (or a topology "
+                                 f"that large), or another --assignment")
+            return own, OWN
+        spec = "round-robin"
+    return make_assignment(spec, graph, n_devices, seed), spec
+
+
+def run_priorities(graph: DataflowGraph, topology: Topology, config: SimConfig) -> np.ndarray | None:
+    """The queue priorities of a run: the workload's own (a pipeline schedule's) where ``graph`` has them
+    and ``config`` orders its queues by priority (``queue_order`` ``"fixed"`` or ``"priority"``), else
+    :func:`doppler_gym.cli.common.priorities_for` (the b-level under ``"priority"``)."""
+    workload = workload_of(graph)
+    if config.queue_order != "fifo" and workload is not None and workload.priorities is not None:
+        return workload.priorities
+    return common.priorities_for(graph, topology, config)
+
+
 def read_assignment(path: Path) -> np.ndarray:
     """Device ids from a text file (comma/whitespace separated, ``#`` comments) or JSON."""
     text = path.read_text(encoding="utf-8")
@@ -102,15 +142,15 @@ def run(args: argparse.Namespace) -> int:
     config = common.config_from_args(args, g)
     if getattr(args, "memory", None) is not None:
         config = dataclasses.replace(config, memory=args.memory)
-    assignment = make_assignment(args.assignment, g, topo.n_devices, args.seed)
-    trace = simulate(g, assignment, topology=topo, priorities=common.priorities_for(g, topo, config), config=config)
+    assignment, label = own_or_made_assignment(args.assignment, g, topo.n_devices, args.seed)
+    trace = simulate(g, assignment, topology=topo, priorities=run_priorities(g, topo, config), config=config)
     bound = makespan_lower_bound(g, topo, config)
     chain = critical_chain(g, trace)
-    report(g, topo, config, trace, bound, label=args.assignment, chain=chain)
+    report(g, topo, config, trace, bound, label=label, chain=chain)
     if args.gantt:
         from doppler_gym.sim.gantt import plot_gantt
 
-        plot_gantt(trace, g, args.gantt, title=f"{g.name} on {topo.name}: {args.assignment}", lower_bound=bound,
+        plot_gantt(trace, g, args.gantt, title=f"{g.name} on {topo.name}: {label}", lower_bound=bound,
                    memory=trace.memory is not None)
         print(f"gantt chart   {args.gantt}")
     if args.json:

@@ -30,8 +30,9 @@ import numpy as np
 
 from doppler_gym import baselines
 from doppler_gym.cli import common
-from doppler_gym.cli.simulate_cmd import KINDS, make_assignment
+from doppler_gym.cli.simulate_cmd import KINDS, OWN, make_assignment, run_priorities
 from doppler_gym.graph.types import DataflowGraph
+from doppler_gym.instances import workload_of
 from doppler_gym.sim.api import simulate
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.stragglers import Straggler, StragglerModel
@@ -54,8 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.add_graph_argument(p)
     common.add_topology_arguments(p)
     p.add_argument(
-        "--assignment", default="critical_path", metavar="BASELINE|KIND|FILE",
-        help=f"a baseline name ({', '.join(baselines.names())}; default critical_path), a kind "
+        "--assignment", default=None, metavar="BASELINE|KIND|FILE",
+        help=f"default: the workload's own placement where it has one (a pipeline's stages and schedule), else "
+        f"critical_path; a baseline name ({', '.join(baselines.names())}), a kind "
         f"({', '.join(KINDS)}), or a FILE of device ids (text or JSON, as for `doppler simulate`)",
     )
     p.add_argument(
@@ -147,9 +149,15 @@ def parse_straggler(spec: str, nominal: float, topology: Topology) -> tuple[Stra
     return (Straggler(kind, index, _time(start, nominal, spec), _time(end, nominal, spec), factor_value),)
 
 
-def resolve_assignment(spec: str, graph: DataflowGraph, topology: Topology, config: SimConfig,
+def resolve_assignment(spec: str | None, graph: DataflowGraph, topology: Topology, config: SimConfig,
                        seed: int) -> np.ndarray:
-    """``(n_ops,) int64`` devices: a baseline's placement (on the nominal config), a kind, or a file."""
+    """``(n_ops,) int64`` devices: a baseline's placement (on the nominal config), a kind, or a file; with
+    ``spec=None`` the workload's own where ``graph`` has one, else the critical-path baseline's."""
+    if spec is None:
+        workload = workload_of(graph)
+        if workload is not None and workload.assignment is not None:
+            return np.asarray(workload.assignment, dtype=np.int64)
+        spec = "critical_path"
     key = spec.strip().replace("-", "_")
     if key in baselines.names():
         opts = {"seed": seed} if "seed" in baselines.options(key) else {}
@@ -169,16 +177,18 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give at least one --straggler, e.g. --straggler device:0@10%-60%x0.5 or "
                          "--straggler random:device_rate=1,seed=0")
     assignment = resolve_assignment(args.assignment, g, topo, config, args.seed)
-    priorities = common.priorities_for(g, topo, config)
+    label = args.assignment or (OWN if workload_of(g) is not None and workload_of(g).assignment is not None
+                                else "critical_path")
+    priorities = run_priorities(g, topo, config)
     nominal = simulate(g, assignment, topology=topo, priorities=priorities, config=config).makespan
     stragglers: tuple[Straggler, ...] = ()
     for spec in args.straggler:
         stragglers += parse_straggler(spec, nominal, topo)
     result = whatif(g, assignment, topology=topo, priorities=priorities, config=config, stragglers=stragglers,
                     method=args.method)
-    report(g, topo, config, args.assignment, result)
+    report(g, topo, config, label, result)
     if args.json:
-        write_json(args.json, g, topo, args.assignment, result)
+        write_json(args.json, g, topo, label, result)
         print(f"result        {args.json}")
     return 0
 

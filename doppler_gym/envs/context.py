@@ -30,6 +30,7 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
 from doppler_gym.sim.bounds import makespan_lower_bound
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.costs import Costs
 from doppler_gym.sim.packing import device_tables
 from doppler_gym.topology.types import Topology
 
@@ -296,7 +297,10 @@ def mean_times(graph: DataflowGraph, topology: Topology, config: SimConfig) -> t
     d = topology.n_devices
     topo_key = None if config.cost_model == "raw" else topology
     inv_speed, *_, pair_latency, pair_inv_bw = device_tables(topo_key, d, config.cost_model)
-    comp = graph.flops * float(inv_speed.mean())
+    if config.cost_model == "roofline":  # per-op times differ by GPU model: average the simulator's table
+        comp = Costs.of(graph, topology, config).mean_comp
+    else:
+        comp = graph.flops * float(inv_speed.mean())
     if d == 1:
         return comp, np.zeros(graph.n_ops)
     off = ~np.eye(d, dtype=bool).reshape(-1)

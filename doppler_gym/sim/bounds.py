@@ -7,6 +7,7 @@ import numpy as np
 from doppler_gym.graph.analysis import critical_path
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.costs import Costs
 from doppler_gym.topology.types import Topology
 
 _DEFAULT_CONFIG = SimConfig()  # simulate's default
@@ -42,7 +43,9 @@ def makespan_lower_bound(
             costs are times and only the device count matters (the critical path is the sum of
             ``flops``, capacity is ``n * streams``). With ``"topology"`` an op takes
             ``flops / speed[d]`` [s] (an int means ``Topology.uniform(n)``): the critical path
-            runs at the fastest speed and capacity is ``sum(speed) * streams``.
+            runs at the fastest speed and capacity is ``sum(speed) * streams``. With ``"roofline"`` each
+            op takes at least its time on its fastest device (:class:`~doppler_gym.sim.costs.Costs`): the
+            critical path of those times, and their sum over ``n * streams``.
         config: the runtime model (default ``SimConfig()``, as :func:`~doppler_gym.simulate`).
             The result is divided by ``config.time_divisor`` (paper units in the reference
             mode). Jitter scales durations at random, so with jitter this bounds the
@@ -68,6 +71,11 @@ def makespan_lower_bound(
         n = devices.n_devices if isinstance(devices, Topology) else int(devices)
         path = critical_path(graph)[0]
         capacity = float(n * config.streams)
+    elif config.cost_model == "roofline":  # each op at its fastest device's time; total work over all streams
+        topo = devices if isinstance(devices, Topology) else Topology.uniform(int(devices))
+        fastest = Costs.of(graph, topo, config).comp.min(axis=1)
+        path = critical_path(graph, comp=fastest)[0]
+        return max(path, float(fastest.sum()) / (topo.n_devices * config.streams)) / config.time_divisor
     else:
         topo = devices if isinstance(devices, Topology) else Topology.uniform(int(devices))
         path = critical_path(graph, comp=graph.flops / topo.speed.max())[0]

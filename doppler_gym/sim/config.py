@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from doppler_gym.graph.types import PRECISIONS
 from doppler_gym.sim.stragglers import Straggler, as_stragglers
 
-COST_MODELS = ("topology", "raw")
+COST_MODELS = ("topology", "raw", "roofline")
 LINK_MODELS = ("ideal", "fifo")
 QUEUE_ORDERS = ("fifo", "priority", "fixed")  # packing.py stores the index: keep this order
 MULTICASTS = ("p2p", "teccl")
@@ -25,6 +26,11 @@ class SimConfig:
             the two devices. ``"raw"``: the graph's costs are times: an op takes ``flops`` and a
             cross-device transfer takes ``out_bytes`` whatever the devices (the DOPPLER files'
             model; the topology's figures are ignored, only its device count is used).
+            ``"roofline"``: an op takes ``max(flops / (peak * eff), bytes / hbm_bandwidth) + launch``
+            [s] on its device's GPU model (``Topology.gpus``: per-precision tensor-core and vector
+            peaks, HBM bandwidth, launch overhead; :mod:`doppler_gym.sim.roofline`), the topology's
+            ``speed`` ignored; transfers as under ``"topology"``. Needs a topology whose ``gpus`` are
+            set (the presets' are) and a graph in physical units.
         link_model: ``"ideal"``: transfers never contend (any number share a link at full
             speed). ``"fifo"``: each directed link carries one transfer at a time, first come
             first served; a multi-hop transfer is store-and-forward, queueing at every hop.
@@ -82,6 +88,9 @@ class SimConfig:
             the same, and a placement whose peak exceeds a device's memory is infeasible:
             ``Trace.feasible`` is False with ``Trace.memory.violation`` (device, time, excess
             bytes), and ``simulate_batch`` returns ``inf`` for its makespan.
+        precision: numeric format of the ops of a graph without ``precisions`` under the roofline
+            cost model (one of ``dg.graph.types.PRECISIONS``: ``"fp32"``, ``"tf32"``, ``"bf16"``,
+            ``"fp16"``, ``"fp8"``); the other cost models ignore it.
     """
 
     cost_model: str = "topology"
@@ -98,6 +107,7 @@ class SimConfig:
     multicast_time_limit: float = 30.0  # [s] per schedule
     stragglers: tuple[Straggler, ...] = ()  # slowdowns of devices/links over time (sim/stragglers.py)
     memory: str = "off"  # "off" | "track" | "enforce"
+    precision: str = "bf16"  # roofline: format of ops without one (graph.precisions)
 
     def __post_init__(self) -> None:
         for label, value, allowed in (
@@ -106,6 +116,7 @@ class SimConfig:
             ("queue_order", self.queue_order, QUEUE_ORDERS),
             ("multicast", self.multicast, MULTICASTS),
             ("memory", self.memory, MEMORY_MODES),
+            ("precision", self.precision, PRECISIONS),
         ):
             if value not in allowed:
                 raise ValueError(f"SimConfig.{label} must be one of {allowed}, got {value!r}")
@@ -152,8 +163,8 @@ class SimConfig:
             raise ValueError(f"SimConfig.multicast_time_limit must be positive seconds, got {limit!r}")
         object.__setattr__(self, "multicast_time_limit", float(limit))
         if self.multicast == "teccl":
-            if self.cost_model != "topology":
-                raise ValueError(f"SimConfig(multicast='teccl') needs cost_model='topology', got "
+            if self.cost_model == "raw":
+                raise ValueError(f"SimConfig(multicast='teccl') needs cost_model='topology' or 'roofline', got "
                                  f"cost_model={self.cost_model!r}: raw costs (the paper's files, "
                                  f"SimConfig.reference()) have no topology to schedule a multicast on; "
                                  f"use multicast='p2p' there")
@@ -180,7 +191,7 @@ class SimConfig:
     @property
     def time_unit(self) -> str:
         """Unit of reported times: ``"s"``, ``"paper"`` (raw / 1e10) or ``"cost"`` (raw costs)."""
-        if self.cost_model == "topology":
+        if self.cost_model in ("topology", "roofline"):
             return "s" if self.time_divisor == 1.0 else f"s/{self.time_divisor:g}"
         if self.time_divisor == 1e10:
             return "paper"

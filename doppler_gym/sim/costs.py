@@ -8,7 +8,7 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.packing import device_tables
+from doppler_gym.sim.packing import compute_tables, device_tables
 from doppler_gym.topology.types import Topology
 
 
@@ -34,12 +34,15 @@ class Costs:
 
     @classmethod
     def of(cls, graph: DataflowGraph, topology: Topology, config: SimConfig) -> Costs:
-        """The tables the simulator itself uses (:func:`doppler_gym.sim.packing.device_tables`)."""
+        """The tables the simulator itself uses (:func:`doppler_gym.sim.packing.compute_tables` and
+        :func:`~doppler_gym.sim.packing.device_tables`): ``comp[w, d] = table[comp_row[d] + w] * inv_speed[d]``."""
         d = topology.n_devices
         topo_key = None if config.cost_model == "raw" else topology
-        inv_speed, _, _, _, _, pair_latency, pair_inv_bw = device_tables(topo_key, d, config.cost_model)
+        *_, pair_latency, pair_inv_bw = device_tables(topo_key, d, config.cost_model)
+        comp, comp_row, inv_speed = compute_tables(graph, topology, d, config)
+        n = graph.n_ops
         return cls(
-            comp=graph.flops[:, None] * inv_speed[None, :],
+            comp=np.stack([comp[r : r + n] for r in comp_row], axis=1) * inv_speed[None, :],
             latency=pair_latency.reshape(d, d),
             inv_bw=pair_inv_bw.reshape(d, d),
             out_bytes=graph.out_bytes,

@@ -169,7 +169,7 @@ def _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignme
     link_fifo = meta[Meta.LINK_FIFO] != 0
     given_times = meta[Meta.EDGE_TIMES] != 0
     use_priority = meta[Meta.PRIORITY_QUEUES] != 0
-    succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
+    succ_ptr, _, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row = problem_arrays(
         meta, ints, floats
     )  # pair_latency: the route's summed hop latencies [s]; pair_inv_bw: its summed 1 / bandwidth [s/B]
     edge_src = segment(ints, meta, Meta.SRC, n_edges)
@@ -285,7 +285,7 @@ def _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignme
                             q_len[U(d)] -= 1
                             free_streams[U(d)] -= 1
                             # Start g as start_op does, written out: through it, priority runs took 15-60% longer.
-                            w = comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+                            w = comp[U(comp_row[U(d)] + g)] * inv_speed[U(d)] * comp_factor[U(g)]
                             t = advance(s_ptr, s_seg, d, now, w) if strag else now + w
                             if t == now:
                                 fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED
@@ -350,8 +350,8 @@ def _event_loop(meta, ints, floats, priority, comp_factor, edge_factor, assignme
                 q_head[U(d)] += 1
                 free_streams[U(d)] -= 1
                 f_tail, v_next, h_size = start_op(
-                    g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size,
-                    strag, s_ptr, s_seg,
+                    g, d, now, comp, inv_speed, comp_row, comp_factor, start, fifo, f_tail, v_next, h_time, h_key,
+                    h_code, h_size, strag, s_ptr, s_seg,
                 )
             if kind == RELEASE_FINISH:
                 # The finish event sits right after the release, at virtual position v + 1: one transfer per

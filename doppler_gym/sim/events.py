@@ -31,14 +31,14 @@ FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a s
 
 @njit(cache=True, inline="always")
 def start_op(
-    g, d, now, comp, inv_speed, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size, strag, s_ptr,
-    s_seg,
+    g, d, now, comp, inv_speed, comp_row, comp_factor, start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size,
+    strag, s_ptr, s_seg,
 ):
     """Op ``g`` got a stream of device ``d``: start it virtually (its only effect is scheduling its
     ``COMPUTED``, keyed by ``v_next``), except an op of zero duration, whose ``STARTED`` stays a real
     zero-delay event; with stragglers (``strag``) its work runs over ``d``'s speed profile.
     Returns ``(f_tail, v_next, h_size)``."""
-    w = comp[U(g)] * inv_speed[U(d)] * comp_factor[U(g)]
+    w = comp[U(comp_row[U(d)] + g)] * inv_speed[U(d)] * comp_factor[U(g)]
     t = advance(s_ptr, s_seg, d, now, w) if strag else now + w
     if t == now:
         fifo[U(f_tail)] = (v_next << 32) | (g << 3) | STARTED

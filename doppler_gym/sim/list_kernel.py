@@ -119,7 +119,7 @@ SORTED_SCAN_LIMIT = 32  # longest insertion scan of the sorted queue before it t
 
 @njit(cache=True)
 def run_list(
-    succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw,
+    succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row,
     comp_factor, edge_factor, plain, assignment, n_dev, start, end, edge_start, edge_end, ws,
 ):
     """Simulate one assignment; returns the makespan in internal units (the largest op end), or
@@ -130,11 +130,13 @@ def run_list(
         succ_ptr, succ_dst, succ_edge: ``(n+1,)``, ``(E,)``, ``(E,)`` CSR out-edges by producer
             (SimPy's transfer order): consumer and edge id of each slot.
         in_degree: ``(n,)`` inputs of each op.
-        comp: ``(n,)`` work; an op takes ``comp * inv_speed[d] * comp_factor`` (> 0 for every op).
+        comp: ``(C n,)`` work, one row of ``n`` per device class; op ``w`` takes
+            ``comp[comp_row[d] + w] * inv_speed[d] * comp_factor[w]`` on device ``d`` (> 0 for every op).
         size: ``(n,)`` output sizes; edge ``e`` of device pair ``p`` takes
             ``(pair_latency[p] + size * pair_inv_bw[p]) * edge_factor[e]``.
         inv_speed: ``(D,)``; pair_latency, pair_inv_bw: ``(D*D,)`` per device pair ``a * D + b``;
             both 0 on the pairs ``(d, d)``, so that a same-device edge takes exactly 0.
+        comp_row: ``(D,)`` start of each device's row in ``comp`` (zeros with one class).
         comp_factor, edge_factor: ``(n,)``, ``(E,)`` jitter multipliers.
         plain: the factors are all ones and every pair of distinct devices has the latency and
             1/bandwidth of pair ``(0, 1)`` (the reference mode): the loop then reads neither the
@@ -151,7 +153,7 @@ def run_list(
     more than ``SORTED_SCAN_LIMIT`` entries, the array (sorted, so already a heap) becomes a
     binary heap for the rest of the run, so the worst case stays ``O((n + E) log n)``.
     """
-    n = comp.shape[0]
+    n = in_degree.shape[0]
     keep_edges = edge_end.shape[0] > 0
     state, scratch, ftimes = ws
     times = state[: 2 * n].view(np.float64)  # S_START and S_END rows as float64
@@ -221,7 +223,8 @@ def run_list(
             s = t
             state[o_grant + w] = ((state[o_kind + w] + 1) << GRANT_SHIFT) | rank
         rank += 1
-        e = s + (comp[w] * inv_speed[d] if plain else comp[w] * inv_speed[d] * comp_factor[w])
+        work = comp[comp_row[d] + w] * inv_speed[d]
+        e = s + (work if plain else work * comp_factor[w])
         if e == s:
             return -1.0  # a duration that rounds to zero: not this kernel's model
         times[w] = s

@@ -40,7 +40,8 @@ class Meta(IntEnum):
     ROUTE_PTR = 17  # (D*D+1,) CSR routes by device pair
     ROUTE_LINK = 18  # (H,) links of each route, in order (link a -> b is a * D + b)
     # offsets into floats
-    COMP = 19  # (n,) work of each op [FLOP, or time units with raw costs]
+    COMP = 19  # (COMP_LEN,) work of each op, one row of n per device class (class-major) [FLOP, or time units
+    # with raw costs, or seconds under the roofline model]; an op w takes comp[COMP_ROW[d] + w] * INV_SPEED[d] on d
     SIZE = 20  # (n,) output size of each op [B, or time units with raw costs]
     INV_SPEED = 21  # (D,) 1 / device speed [s/FLOP]
     LATENCY = 22  # (D*D,) link latency [s]
@@ -56,6 +57,10 @@ class Meta(IntEnum):
     STRAG_PTR = 31  # offset into ints: (R+1,) CSR segments of each resource's speed profile (empty without)
     STRAG_PAIR = 32  # offset into ints: (D*D,) 1 where the route of the pair crosses a slowed link
     STRAG_SEG = 33  # offset into floats: (3K,) segment starts, ends [internal time], speed factors
+    # per-device-class op costs (doppler_gym.sim.packing.compute_tables): one class (COMP_LEN = n, COMP_ROW
+    # zeros) for every model but the roofline with several GPU models
+    COMP_LEN = 34  # length of the COMP segment: n times the number of device classes
+    COMP_ROW = 35  # offset into ints: (D,) start of each device's class row in COMP (class * n)
 
 
 @njit(cache=True, inline="always")
@@ -68,18 +73,20 @@ def segment(values, meta, slot, length):
 @njit(cache=True)
 def problem_arrays(meta, ints, floats):
     """The packed problem's graph, op and device-pair arrays, in the order of the first arguments of
-    :func:`~doppler_gym.sim.list_kernel.run_list` (:func:`~doppler_gym.sim.event_loop.run` reads them too)."""
+    :func:`~doppler_gym.sim.list_kernel.run_list` (:func:`~doppler_gym.sim.event_loop.run` reads them too):
+    ``comp`` is the whole ``(COMP_LEN,)`` table and ``comp_row`` ``(D,)`` each device's row start in it."""
     n, n_edges, n_pairs = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES] * meta[Meta.N_DEVICES]
     succ_ptr = segment(ints, meta, Meta.SUCC_PTR, n + 1)
     succ_dst = segment(ints, meta, Meta.SUCC_DST, n_edges)
     succ_edge = segment(ints, meta, Meta.SUCC_EDGE, n_edges)
     in_degree = segment(ints, meta, Meta.IN_DEGREE, n)
-    comp = segment(floats, meta, Meta.COMP, n)
+    comp = segment(floats, meta, Meta.COMP, meta[Meta.COMP_LEN])
     size = segment(floats, meta, Meta.SIZE, n)
     inv_speed = segment(floats, meta, Meta.INV_SPEED, meta[Meta.N_DEVICES])
     pair_latency = segment(floats, meta, Meta.PAIR_LATENCY, n_pairs)
     pair_inv_bw = segment(floats, meta, Meta.PAIR_INV_BW, n_pairs)
-    return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw
+    comp_row = segment(ints, meta, Meta.COMP_ROW, meta[Meta.N_DEVICES])
+    return succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row
 
 
 @njit(cache=True)

@@ -17,8 +17,10 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.kernel_cache import ensure_fresh_cache
 from doppler_gym.sim.packed_layout import Meta
+from doppler_gym.sim.roofline import op_times
 from doppler_gym.sim.straggler_profiles import profile_arrays
 from doppler_gym.sim.stragglers import check_indices
+from doppler_gym.topology.gpus import gpu_spec
 from doppler_gym.topology.types import Topology
 
 
@@ -58,6 +60,36 @@ def device_tables(topology: Topology | None, n_devices: int, cost_model: str) ->
     pair_latency = np.array([sum(latency[ln] for ln in r) for r in routes], dtype=np.float64)
     pair_inv_bw = np.array([sum(1.0 / bandwidth[ln] for ln in r) for r in routes], dtype=np.float64)
     return 1.0 / speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw
+
+
+def compute_tables(
+    graph: DataflowGraph, topology: Topology | None, n_devices: int, config: SimConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(comp (C n,) float64, comp_row (D,) int32, inv_speed (D,) float64)``: op ``w`` takes
+    ``comp[comp_row[d] + w] * inv_speed[d]`` on device ``d`` (internal time, before jitter and stragglers).
+
+    ``"topology"`` and ``"raw"``: one device class, ``comp = graph.flops``, ``comp_row`` zeros and
+    ``inv_speed`` of :func:`device_tables` (``flops / speed[d]``, or ``flops`` itself), so these models charge
+    exactly what they did before classes existed. ``"roofline"``: one class per distinct GPU model of
+    ``topology.gpus`` (in order of first appearance), row ``c`` holding every op's time on that model [s]
+    (:func:`doppler_gym.sim.roofline.op_times`, default precision ``config.precision``), ``comp_row[d]`` =
+    ``n *`` the class of device ``d``, ``inv_speed`` ones (the op's time is the table's). The roofline is not
+    ``flops * f(device)`` when GPU models differ (a GEMM gains more from tensor cores than a layer norm from
+    HBM), hence a row per model rather than a speed per device.
+    """
+    d = n_devices
+    if config.cost_model != "roofline":
+        topo_key = None if config.cost_model == "raw" else topology
+        return graph.flops, np.zeros(d, np.int32), device_tables(topo_key, d, config.cost_model)[0]
+    if topology is None or topology.gpus is None:
+        name = "no topology" if topology is None else f"topology {topology.name!r}"
+        raise ValueError(f"cost_model='roofline' needs each device's GPU model, but {name} has no gpus; use a "
+                         f"preset (e.g. Topology.preset('h100x8-nvswitch')) or build the Topology with "
+                         f"gpus=('h100-sxm', ...), or use cost_model='topology'")
+    models = list(dict.fromkeys(topology.gpus[:d]))
+    rows = [op_times(graph, gpu_spec(m), config.precision) for m in models]
+    comp_row = np.array([models.index(g) * graph.n_ops for g in topology.gpus[:d]], dtype=np.int32)
+    return np.concatenate(rows), comp_row, np.ones(d)
 
 
 def list_kernel_applies(graph: DataflowGraph, config: SimConfig) -> bool:
@@ -144,19 +176,20 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     Numba cache (:func:`~doppler_gym.sim.kernel_cache.ensure_fresh_cache`)."""
     ensure_fresh_cache()
     topo_key = None if config.cost_model == "raw" else topology
-    inv_speed, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
+    _, route_ptr, route_link, latency, bandwidth, pair_latency, pair_inv_bw = device_tables(
         topo_key, n_devices, config.cost_model
     )
+    comp, comp_row, inv_speed = compute_tables(graph, topology, n_devices, config)
     int_parts = {
         Meta.SUCC_PTR: graph.succ_ptr, Meta.SUCC_EDGE: graph.succ_edge, Meta.SRC: graph.src, Meta.DST: graph.dst,
         Meta.IN_DEGREE: graph.in_degree, Meta.ROUTE_PTR: route_ptr, Meta.ROUTE_LINK: route_link,
-        Meta.SUCC_DST: graph.succ,
+        Meta.SUCC_DST: graph.succ, Meta.COMP_ROW: comp_row,
     }
     strag_ptr, strag_pair, strag_seg = _straggler_tables(topology, n_devices, config, route_ptr, route_link)
     int_parts[Meta.STRAG_PTR] = strag_ptr
     int_parts[Meta.STRAG_PAIR] = strag_pair
     float_parts = {
-        Meta.COMP: graph.flops, Meta.SIZE: graph.out_bytes, Meta.INV_SPEED: inv_speed, Meta.LATENCY: latency,
+        Meta.COMP: comp, Meta.SIZE: graph.out_bytes, Meta.INV_SPEED: inv_speed, Meta.LATENCY: latency,
         Meta.BANDWIDTH: bandwidth, Meta.PAIR_LATENCY: pair_latency, Meta.PAIR_INV_BW: pair_inv_bw,
         Meta.DIVISOR: np.array([config.time_divisor]),
         Meta.PRIORITY_ROW: np.zeros(graph.n_ops),
@@ -169,12 +202,13 @@ def pack(graph: DataflowGraph, topology: Topology | None, n_devices: int, config
     meta[Meta.N_OPS] = graph.n_ops
     meta[Meta.N_EDGES] = graph.n_edges
     meta[Meta.N_DEVICES] = n_devices
+    meta[Meta.COMP_LEN] = comp.size
     meta[Meta.STREAMS] = config.streams
     meta[Meta.MAX_HOPS] = int(np.diff(route_ptr).max()) if route_ptr.size > 1 else 0
     meta[Meta.LINK_FIFO] = config.link_model == "fifo"
     meta[Meta.PRIORITY_QUEUES] = QUEUE_ORDERS.index(config.queue_order)  # fifo 0, priority 1, fixed 2
     meta[Meta.EDGE_TIMES] = config.multicast == "teccl"
-    meta[Meta.LIST_KERNEL] = list_kernel_applies(graph, config)
+    meta[Meta.LIST_KERNEL] = list_kernel_applies(graph, config) and bool(np.all(comp > 0))
     meta[Meta.STRAGGLERS] = bool(config.stragglers)
     meta[Meta.PLAIN] = not config.has_jitter and all(
         np.unique(table[off_diagonal]).size <= 1 for table in (pair_latency, pair_inv_bw)

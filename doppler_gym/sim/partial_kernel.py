@@ -59,8 +59,9 @@ def alloc_subproblem(meta, ints, floats):
         problem's, whose graph segments and per-op rows point past the copies. ``sub_ints`` int32: ``ints``, then
         room for SUCC_PTR ``(n+1,)``, SUCC_DST, SUCC_EDGE, SRC, DST ``(E,)`` each and IN_DEGREE ``(n,)``, then
         ``(3n,)`` scratch (the new id of each op, -1 when left out; the induced assignment; the old id of each
-        new op). ``sub_floats`` float64: ``floats``, then room for COMP, SIZE and PRIORITY_ROW ``(n,)`` each;
-        the factor rows stay the copied ones (unit factors, as long as any induced problem needs).
+        new op). ``sub_floats`` float64: ``floats``, then room for COMP ``(COMP_LEN,)`` (one row of ``n`` per
+        device class, rows at the full problem's COMP_ROW), SIZE and PRIORITY_ROW ``(n,)`` each; the factor
+        rows stay the copied ones (unit factors, as long as any induced problem needs).
     """
     n, n_edges = meta[Meta.N_OPS], meta[Meta.N_EDGES]
     n_ints, n_floats = ints.shape[0], floats.shape[0]
@@ -82,11 +83,12 @@ def alloc_subproblem(meta, ints, floats):
     sub_meta[Meta.DST] = o
     o += n_edges
     sub_meta[Meta.IN_DEGREE] = o
-    sub_floats = np.empty(n_floats + 3 * n, np.float64)
+    comp_len = meta[Meta.COMP_LEN]
+    sub_floats = np.empty(n_floats + comp_len + 2 * n, np.float64)
     sub_floats[:n_floats] = floats
     sub_meta[Meta.COMP] = n_floats
-    sub_meta[Meta.SIZE] = n_floats + n
-    sub_meta[Meta.PRIORITY_ROW] = n_floats + 2 * n
+    sub_meta[Meta.SIZE] = n_floats + comp_len
+    sub_meta[Meta.PRIORITY_ROW] = n_floats + comp_len + n
     return metas, sub_ints, sub_floats
 
 
@@ -122,7 +124,8 @@ def induce(metas, sub_ints, sub_floats, assignment, priority):
     old_id = sub_ints[scratch + 2 * n :]
     succ_ptr = segment(sub_ints, meta, Meta.SUCC_PTR, n + 1)  # the full problem's, in the copy of its ints
     succ_dst = segment(sub_ints, meta, Meta.SUCC_DST, meta[Meta.N_EDGES])
-    comp = segment(sub_floats, meta, Meta.COMP, n)
+    comp_len = meta[Meta.COMP_LEN]
+    comp = segment(sub_floats, meta, Meta.COMP, comp_len)
     size = segment(sub_floats, meta, Meta.SIZE, n)
     o_comp, o_size, o_prio = sub_meta[Meta.COMP], sub_meta[Meta.SIZE], sub_meta[Meta.PRIORITY_ROW]
     o_deg = sub_meta[Meta.IN_DEGREE]
@@ -139,7 +142,8 @@ def induce(metas, sub_ints, sub_floats, assignment, priority):
         old_id[m] = o
         sub_assign[m] = d
         sub_ints[o_deg + m] = 0
-        sub_floats[o_comp + m] = comp[o]
+        for row in range(0, comp_len, n):  # each device class's row keeps its start (COMP_ROW is shared)
+            sub_floats[o_comp + row + m] = comp[row + o]
         sub_floats[o_size + m] = size[o]
         if keep_priority:
             sub_floats[o_prio + m] = priority[o]
@@ -189,8 +193,8 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws):
     devices = sub_ints[scratch + n : scratch + 2 * n]
     ints, floats = read_only(sub_ints), read_only(sub_floats)  # as run_packed passes them (one compiled kernel)
     # ``degree`` is written here and read by the kernel through ``ints``, the same memory.
-    succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw = problem_arrays(
-        meta, ints, floats
+    succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row = (
+        problem_arrays(meta, ints, floats)
     )
     placed = 0
     for o in range(n):
@@ -209,7 +213,7 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws):
     none = sub_floats[0:0]
     makespan = run_list(
         succ_ptr, succ_dst, succ_edge, ints[scratch : scratch + n], comp, size, inv_speed, pair_latency, pair_inv_bw,
-        segment(floats, meta, Meta.COMP_FACTOR_ROW, n), segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges),
+        comp_row, segment(floats, meta, Meta.COMP_FACTOR_ROW, n), segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges),
         meta[Meta.PLAIN] != 0, devices, n_dev, none, none, none, none, list_ws,
     )
     if makespan < 0.0:

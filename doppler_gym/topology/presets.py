@@ -13,6 +13,9 @@ all presets:
   GPU-to-GPU copy costs microseconds, dominated by DMA/driver set-up rather than the wire
   (Li et al., "Evaluating Modern GPU Interconnect: PCIe, NVLink, NV-SLI, NVSwitch and
   GPUDirect", IEEE TPDS 2020, measures these on DGX-1 and DGX-2).
+- ``gpus`` names each device's GPU model (:mod:`doppler_gym.topology.gpus`), whose per-precision peaks,
+  HBM bandwidth and launch overhead the roofline cost model (``SimConfig(cost_model="roofline")``) uses in
+  place of ``speed``.
 - ``link_kinds[i][j]`` names the direct link ``i -> j``: ``"pcie"``, ``"nvlink"`` (one NVLink),
   ``"nvlink-x2"`` (two bonded NVLinks), ``"nvswitch"``, ``"ib"``, ``"wan"`` (between datacentres,
   :func:`multi_datacentre`); ``""`` where there is no direct link and on the diagonal.
@@ -104,10 +107,11 @@ def _gpu_names(prefix: str, n: int) -> tuple[str, ...]:
     return tuple(f"{prefix}{k}" for k in range(n))
 
 
-def _nvswitch_node(n_gpus: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bandwidth [B/s], latency [s] and kind matrices of ``n_gpus`` GPUs all-to-all over NVSwitch."""
+def _nvswitch_node(n_gpus: int, per_gpu: float = NVLINK4_PER_GPU) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bandwidth [B/s], latency [s] and kind matrices of ``n_gpus`` GPUs all-to-all over NVSwitch,
+    ``per_gpu`` [B/s] per direction between every pair."""
     off = ~np.eye(n_gpus, dtype=bool)
-    bandwidth = np.where(off, NVLINK4_PER_GPU, 0.0)
+    bandwidth = np.where(off, per_gpu, 0.0)
     latency = np.where(off, NVSWITCH_LATENCY, 0.0)
     kinds = np.where(off, "nvswitch", NO_LINK).astype(object)
     return bandwidth, latency, kinds
@@ -140,6 +144,7 @@ def p100x4() -> Topology:
         latency=np.where(off, PCIE_LATENCY, 0.0),
         name="p100x4",
         device_names=_gpu_names("gpu", n),
+        gpus=("p100-pcie",) * n,
         link_kinds=_kinds(np.where(off, "pcie", NO_LINK).astype(object)),
     )
 
@@ -172,6 +177,7 @@ def v100x8_dgx1() -> Topology:
         latency=np.where(counts > 0, NVLINK_LATENCY, 0.0),
         name="v100x8-dgx1",
         device_names=_gpu_names("gpu", n),
+        gpus=("v100-sxm2",) * n,
         link_kinds=_kinds(kinds),
     )
 
@@ -201,15 +207,38 @@ def h100x8_nvswitch() -> Topology:
         latency=latency,
         name="h100x8-nvswitch",
         device_names=_gpu_names("gpu", n),
+        gpus=("h100-sxm",) * n,
         link_kinds=_kinds(kinds),
     )
+
+
+def _two_nodes(per_node: int, per_gpu: float, ib_per_gpu: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bandwidth [B/s], latency [s] and kind matrices of two NVSwitch nodes of ``per_node`` GPUs
+    (``per_gpu`` per direction inside a node) joined rail by rail: GPU ``g`` of node 0 to GPU ``g`` of
+    node 1 over InfiniBand at ``ib_per_gpu`` per direction, :data:`IB_LATENCY`."""
+    n = 2 * per_node
+    intra_bw, intra_lat, intra_kinds = _nvswitch_node(per_node, per_gpu)
+    bandwidth = np.zeros((n, n))
+    latency = np.zeros((n, n))
+    kinds = np.full((n, n), NO_LINK, dtype=object)
+    for node in range(2):
+        block = slice(node * per_node, (node + 1) * per_node)
+        bandwidth[block, block] = intra_bw
+        latency[block, block] = intra_lat
+        kinds[block, block] = intra_kinds
+    for g in range(per_node):
+        a, b = g, per_node + g
+        bandwidth[a, b] = bandwidth[b, a] = ib_per_gpu
+        latency[a, b] = latency[b, a] = IB_LATENCY
+        kinds[a, b] = kinds[b, a] = "ib"
+    return bandwidth, latency, kinds
 
 
 def h100x16_2node() -> Topology:
     """Two DGX H100 joined by a rail-optimised InfiniBand NDR fabric (16 GPUs).
 
     Devices ``0..7`` are node 0, ``8..15`` node 1 (names ``node<k>/gpu<g>``). Each node is
-    :func:`h100x8_nvswitch`.
+    :func:`h100x8_nvswitch` (the DGX H100 one-node preset; this one is the two-node DGX H100).
 
     Figures:
         - inter-node: each DGX H100 GPU has its own ConnectX-7 400 Gb/s InfiniBand NDR port = 50 GB/s
@@ -224,20 +253,7 @@ def h100x16_2node() -> Topology:
     """
     per_node = 8
     n = 2 * per_node
-    intra_bw, intra_lat, intra_kinds = _nvswitch_node(per_node)
-    bandwidth = np.zeros((n, n))
-    latency = np.zeros((n, n))
-    kinds = np.full((n, n), NO_LINK, dtype=object)
-    for node in range(2):
-        block = slice(node * per_node, (node + 1) * per_node)
-        bandwidth[block, block] = intra_bw
-        latency[block, block] = intra_lat
-        kinds[block, block] = intra_kinds
-    for g in range(per_node):
-        a, b = g, per_node + g
-        bandwidth[a, b] = bandwidth[b, a] = IB_NDR_PER_GPU
-        latency[a, b] = latency[b, a] = IB_LATENCY
-        kinds[a, b] = kinds[b, a] = "ib"
+    bandwidth, latency, kinds = _two_nodes(per_node, NVLINK4_PER_GPU, IB_NDR_PER_GPU)
     return Topology(
         speed=np.full(n, H100_SXM_FP32),
         memory=np.full(n, H100_MEMORY),
@@ -246,6 +262,7 @@ def h100x16_2node() -> Topology:
         name="h100x16-2node",
         device_names=tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n)),
         link_kinds=_kinds(kinds),
+        gpus=("h100-sxm",) * n,
     )
 
 
@@ -267,6 +284,7 @@ DC3_DISTANCES_KM = ((0.0, 4130.0, 5570.0), (4130.0, 0.0, 8640.0), (5570.0, 8640.
 # GPU types a site may hold: fp32 speed [FLOP/s], memory [B], intra-site bandwidth per direction [B/s],
 # intra-site latency [s], link kind. V100 sites are the fully NVLinked half of a DGX-1 (GPUs 0-3, one or
 # two 25 GB/s links per pair: DGX1V_NVLINKS); with more than 4 V100 the pairs are given one NVLink each.
+SITE_GPU_MODELS = {"h100": "h100-sxm", "a100": "a100-sxm-80gb", "v100": "v100-sxm2"}  # topology.gpus names
 SITE_GPUS: dict[str, tuple[float, float, float, float, str]] = {
     "h100": (H100_SXM_FP32, H100_MEMORY, NVLINK4_PER_GPU, NVSWITCH_LATENCY, "nvswitch"),
     "a100": (A100_SXM_FP32, A100_MEMORY, NVLINK3_PER_GPU, NVSWITCH_LATENCY, "nvswitch"),
@@ -357,7 +375,67 @@ def multi_datacentre(
                 latency[a * g, b * g] = wan_latency(dist[a, b])
                 kinds[a * g, b * g] = "wan"
     return Topology(speed=speed, memory=memory, bandwidth=bandwidth, latency=latency, name=name or f"dc{k}-wan",
-                    device_names=tuple(names), link_kinds=_kinds(kinds))
+                    device_names=tuple(names), link_kinds=_kinds(kinds),
+                    gpus=tuple(SITE_GPU_MODELS[gpu] for gpu in sites for _ in range(g)))
+
+
+# DGX A100: 8x ConnectX-6 single-port HDR 200 Gb/s for the compute fabric, one per GPU ("NVIDIA DGX A100
+# User Guide", introduction; NVIDIA/nccl#812: "8x200Gbit/s IB cards").
+IB_HDR_PER_GPU = 200e9 / 8  # [B/s] 25e9 per direction
+
+
+def a100x8_dgx() -> Topology:
+    """NVIDIA DGX A100 80 GB: 8x A100 SXM4 80 GB, all-to-all over six NVSwitch gen2 chips (NVLink 3).
+
+    Figures:
+        - speed 19.5 TFLOP/s = fp32 non-tensor peak, memory 80 GB HBM2e: "NVIDIA A100 Tensor Core GPU"
+          datasheet (2021), SXM4 80 GB (bf16 tensor core 312 TFLOP/s dense; :mod:`doppler_gym.topology.gpus`
+          ``"a100-sxm-80gb"`` for the roofline model).
+        - bandwidth 300 GB/s per direction between every pair: 12 NVLink 3 links per GPU, 600 GB/s total
+          (bidirectional) into the NVSwitch fabric (same datasheet; "NVIDIA DGX A100 System Architecture"
+          whitepaper, 2020). One GPU's port limit is modeled as each pair's bandwidth, as in
+          :func:`h100x8_nvswitch`.
+        - latency 2 us per transfer: a modeling choice (module docstring).
+    """
+    n = 8
+    bandwidth, latency, kinds = _nvswitch_node(n, NVLINK3_PER_GPU)
+    return Topology(
+        speed=np.full(n, A100_SXM_FP32),
+        memory=np.full(n, A100_MEMORY),
+        bandwidth=bandwidth,
+        latency=latency,
+        name="a100x8-dgx",
+        device_names=_gpu_names("gpu", n),
+        link_kinds=_kinds(kinds),
+        gpus=("a100-sxm-80gb",) * n,
+    )
+
+
+def a100x16_2node() -> Topology:
+    """Two DGX A100 80 GB joined by a rail-optimised InfiniBand HDR fabric (16 GPUs).
+
+    Devices ``0..7`` are node 0, ``8..15`` node 1 (names ``node<k>/gpu<g>``); each node is :func:`a100x8_dgx`.
+
+    Figures:
+        - inter-node: 8x ConnectX-6 HDR 200 Gb/s per node, one per GPU = 25 GB/s per direction per GPU,
+          1.6 Tb/s per node ("NVIDIA DGX A100 User Guide"; NVIDIA/nccl#812). As in :func:`h100x16_2node`,
+          GPU ``g`` of node 0 is linked to GPU ``g`` of node 1 (its rail, ``"ib"``); cross-rail pairs route
+          over NVSwitch to the rail GPU, then over IB.
+        - latency 5 us per IB hop: a modeling choice (:data:`IB_LATENCY`).
+    """
+    per_node = 8
+    n = 2 * per_node
+    bandwidth, latency, kinds = _two_nodes(per_node, NVLINK3_PER_GPU, IB_HDR_PER_GPU)
+    return Topology(
+        speed=np.full(n, A100_SXM_FP32),
+        memory=np.full(n, A100_MEMORY),
+        bandwidth=bandwidth,
+        latency=latency,
+        name="a100x16-2node",
+        device_names=tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n)),
+        link_kinds=_kinds(kinds),
+        gpus=("a100-sxm-80gb",) * n,
+    )
 
 
 def dc2_wan() -> Topology:
@@ -380,6 +458,8 @@ _PRESETS: dict[str, Callable[[], Topology]] = {
     "v100x8-dgx1": v100x8_dgx1,
     "h100x8-nvswitch": h100x8_nvswitch,
     "h100x16-2node": h100x16_2node,
+    "a100x8-dgx": a100x8_dgx,
+    "a100x16-2node": a100x16_2node,
     "dc2-wan": dc2_wan,
     "dc3-wan": dc3_wan,
 }

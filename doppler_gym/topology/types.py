@@ -14,6 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
+from doppler_gym.topology.gpus import GPUS
+
 # Defaults of Topology.uniform: one NVIDIA P100 over PCIe 3.0 x16 (see presets.p100x4 for sources).
 DEFAULT_SPEED = 9.3e12  # [FLOP/s] P100 PCIe fp32 peak
 DEFAULT_MEMORY = 16e9  # [B]
@@ -35,6 +37,9 @@ class Topology:
         name: a label, e.g. the preset name.
         device_names: optional per-device labels.
         link_kinds: optional ``(D, D)`` labels of each direct link (``"nvlink"``, ``"pcie"``, ...).
+        gpus: optional GPU model of each device, a name of :func:`doppler_gym.topology.gpus.gpu_spec`
+            (e.g. ``"h100-sxm"``); the roofline cost model (``SimConfig(cost_model="roofline")``) reads
+            their datasheet figures instead of ``speed``. ``None``: unknown (the presets set it).
     """
 
     speed: np.ndarray
@@ -44,6 +49,7 @@ class Topology:
     name: str = "custom"
     device_names: tuple[str, ...] | None = None
     link_kinds: tuple[tuple[str, ...], ...] | None = None
+    gpus: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         where = f"topology {self.name!r}"
@@ -76,6 +82,13 @@ class Topology:
             if len(kinds) != d or any(len(row) != d for row in kinds):
                 raise ValueError(f"{where}: link_kinds must be a {d} x {d} table of labels")
             object.__setattr__(self, "link_kinds", kinds)
+        if self.gpus is not None:
+            gpus = tuple(self.gpus)
+            unknown = sorted({str(g) for g in gpus if g not in GPUS})
+            if len(gpus) != d or unknown:
+                raise ValueError(f"{where}: gpus must name one GPU model per device ({d}) from "
+                                 f"{', '.join(GPUS)}; got {len(gpus)} names, unknown: {unknown}")
+            object.__setattr__(self, "gpus", gpus)
         for arr in (speed, memory, bandwidth, latency):
             arr.setflags(write=False)
         object.__setattr__(self, "speed", speed)

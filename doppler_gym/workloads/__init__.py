@@ -7,7 +7,7 @@
 ('chainmm', 'ffnn', 'llama-block', 'llama-layer', 'pipeline', 'random')
 
 Families (ops at the defaults): ``chainmm`` (108), ``ffnn`` (160), ``llama-block`` (156),
-``llama-layer`` (232), ``pipeline`` (128: F and B of 4 stages x 16 microbatches; its
+``llama-layer`` (232), ``pipeline`` (176: F and B of 4 stages x 16 microbatches and 48 sends; its
 ``Workload`` carries a pipeline schedule), ``random`` (100). :func:`params` lists each family's parameters with their
 defaults; the generator docstrings give their units. :func:`from_torch` imports a ``torch.nn.Module``:
 its forward (``torch.export``, ``torch.fx`` as fallback), or with ``loss=`` / ``optimizer=`` a whole

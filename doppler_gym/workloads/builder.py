@@ -13,6 +13,10 @@ weights. Each op that reads a tile of one gets ``persistent_bytes`` for the tile
 master weights); a tile read by ``k`` ops is split equally among them (ZeRO-3 / FSDP-style sharding
 of the state over the ops that use it), so co-located readers hold exactly one copy and the graph
 holds one copy in all. Data inputs and constants hold nothing; activations are the ops' outputs.
+
+Roofline inputs: each op's ``io_bytes`` is its operands' bytes plus its output's (every operand read once
+from device memory, the output written once: inputs + weights + output), and ``precisions`` is the dtype's
+format (:data:`DTYPE_PRECISIONS`; none for float64).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from doppler_gym.workloads.workload import Index, Workload
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 """Element size [B] of each dtype a generator accepts."""
+
+DTYPE_PRECISIONS = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+"""The numeric format (``DataflowGraph.precisions``, read by the roofline cost model) of each dtype that
+has one; float64 has none (its graphs carry no precisions)."""
 
 OPTIMIZERS = ("adam", "sgd", "none")
 """Training state per parameter: ``"adam"`` (a training step with Adam), ``"sgd"`` (plain SGD: no
@@ -178,6 +186,7 @@ class GraphBuilder:
     def build(self) -> Workload:
         """The finished :class:`Workload` (graph with names, kinds, specs; tiles of inputs/outputs)."""
         src, dst = (np.array(col, dtype=np.int64) for col in zip(*self._edges)) if self._edges else ([], [])
+        size = DTYPE_BYTES[self.dtype]
         graph = DataflowGraph(
             src=src,
             dst=dst,
@@ -188,6 +197,11 @@ class GraphBuilder:
             specs=tuple(self._specs),
             name=self.name,
             persistent_bytes=self._persistent_bytes(),
+            io_bytes=[
+                (sum(math.prod(shape) for shape in s.operand_shapes) + math.prod(s.output_shape)) * size
+                for s in self._specs
+            ],
+            precisions=(DTYPE_PRECISIONS[self.dtype],) * len(self._specs) if self.dtype in DTYPE_PRECISIONS else None,
         )
         outputs = {k: (shape, tuple(tiles)) for k, (shape, tiles) in self._outputs.items()}
         return Workload(graph, dict(self._inputs), dict(self._constants), dict(self._bindings), outputs)

@@ -27,7 +27,9 @@ def build(
         k: number of matrix products (``k + 1`` input matrices ``M0..Mk``).
         blocks: blocks per matrix dimension (tiles are ``n/blocks`` on a side).
         batch: independent matrix chains computed together (an unsplit batch dimension).
-        dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
+        dtype: element type, sets ``out_bytes`` (float32: 4 B per element), ``io_bytes`` (operands + output)
+            and ``precisions`` (float32 -> ``"fp32"``, bfloat16 -> ``"bf16"``, float16 -> ``"fp16"``; none for
+            float64), which the roofline cost model reads (:mod:`doppler_gym.workloads.builder`).
         optimizer: training state of ``M1..Mk`` held as persistent memory: ``"adam"``, ``"sgd"`` or
             ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).
 

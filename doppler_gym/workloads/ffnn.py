@@ -44,7 +44,9 @@ def build(
         hidden: width of every layer [elements]; divisible by ``blocks``.
         layers: number of linear + bias + relu layers (``W1: (d_in, hidden)``, then ``(hidden, hidden)``).
         blocks: blocks per matrix dimension.
-        dtype: element type, sets ``out_bytes`` (float32: 4 B per element).
+        dtype: element type, sets ``out_bytes`` (float32: 4 B per element), ``io_bytes`` (operands + output)
+            and ``precisions`` (float32 -> ``"fp32"``, bfloat16 -> ``"bf16"``, float16 -> ``"fp16"``; none for
+            float64), which the roofline cost model reads (:mod:`doppler_gym.workloads.builder`).
         collectives: label the partial sums ``"allreduce"`` (collective ops) instead of ``"formation"``.
         optimizer: training state of the parameters held as persistent memory: ``"adam"``,
             ``"sgd"`` or ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).

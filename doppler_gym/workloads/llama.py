@@ -32,15 +32,37 @@ more than a reduce to the residual's device alone would need.
 Memory: the norm weights and ``Wq, Wk, Wv, Wo`` (and ``Wg, Wu, Wd``) are trained parameters; the
 ops reading their tiles hold their training state as ``persistent_bytes``
 (:mod:`doppler_gym.workloads.builder`); ``x``, the rotary tables and the scale hold nothing.
+With ``recompute`` given (``"none"``, ``"selective"`` or ``"full"``: a training forward), each row
+block also keeps the activations its backward needs, per Korthikanti et al. 2022
+(:func:`~doppler_gym.workloads.activation.layer_activation_bytes` for ``tb`` sequences: the whole
+layer, or its attention half for the block, with ``tensor_parallel`` and ``sequence_parallel``): the
+backward is not in the graph, so they are held for the whole run as ``persistent_bytes`` of the row
+block's last op (``resid1[r]`` / ``resid2[r]``), and the run's peak is that of the end of a training
+forward. ``recompute=None`` (the default) is a forward alone, which keeps nothing.
+
+Traffic and precision (:class:`~doppler_gym.workloads.builder.GraphBuilder`): ``io_bytes`` of each op
+is the bytes of its operands (inputs and weight tiles) and its output, what a roofline cost model reads
+from device memory; ``precisions`` is ``dtype``'s format for every op (:func:`precision_of`; ``bf16``
+for a ``bfloat16`` layer's matmuls), ``None`` for ``float64``, which has no tensor-core format.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from doppler_gym.workloads.builder import Ext, GraphBuilder, block_size, check_ints, reduction_kind, tile
+from doppler_gym.workloads.activation import layer_activation_bytes
+from doppler_gym.workloads.builder import (
+    DTYPE_PRECISIONS,
+    Ext,
+    GraphBuilder,
+    block_size,
+    check_ints,
+    reduction_kind,
+    tile,
+)
 from doppler_gym.workloads.workload import Workload
 
 ROPE_THETA = 10000.0
@@ -72,6 +94,9 @@ def build_block(
     dtype: str = "float32",
     collectives: bool = False,
     optimizer: str = "adam",
+    recompute: str | None = None,
+    tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
 ) -> Workload:
     """Build LLAMA-BLOCK (attention with RMSNorm, rotary and residual).
 
@@ -85,15 +110,24 @@ def build_block(
         collectives: label ``proj.sum[r]`` ``"allreduce"`` (a collective op) instead of ``"formation"``.
         optimizer: training state of the parameters held as persistent memory: ``"adam"``,
             ``"sgd"`` or ``"none"`` (:func:`~doppler_gym.workloads.builder.parameter_bytes`).
+        recompute: ``None`` (a forward alone: no stash) or the activation recomputation of a training
+            forward (``"none"``, ``"selective"``, ``"full"``), whose stash each row block holds (module
+            docstring).
+        tensor_parallel, sequence_parallel: the stash's tensor-parallel size ``t`` and sequence
+            parallelism (Korthikanti et al.); the graph's own tiling is ``blocks``.
 
     Returns:
         Inputs ``x, norm1, Wq, Wk, Wv, Wo`` (random) and ``rope_cos, rope_sin, scale`` (constants);
         output ``y`` = ``x + attention(rmsnorm(x))``, ``(batch, seq, d_model)``.
     """
     b, dims = _start("llama-block", batch, seq, d_model, n_heads, blocks, dtype, collectives, optimizer)
+    last = []
     for r in range(blocks):
-        b.output("y", (batch, seq, d_model), _attention(b, dims, r), (tile(r, dims.tb),))
-    return b.build()
+        last.append(_attention(b, dims, r))
+        b.output("y", (batch, seq, d_model), last[-1], (tile(r, dims.tb),))
+    stash = _stash("llama-block", "attention", seq, dims.tb, d_model, n_heads, recompute, tensor_parallel,
+                   sequence_parallel, dtype)
+    return _with_stash(b.build(), last, stash)
 
 
 def build_layer(
@@ -106,11 +140,15 @@ def build_layer(
     dtype: str = "float32",
     collectives: bool = False,
     optimizer: str = "adam",
+    recompute: str | None = None,
+    tensor_parallel: int = 1,
+    sequence_parallel: bool = False,
 ) -> Workload:
     """Build LLAMA-LAYER: :func:`build_block` followed by RMSNorm, SwiGLU MLP and residual.
 
     Args:
-        batch, seq, d_model, n_heads, blocks, dtype, optimizer: as in :func:`build_block`.
+        batch, seq, d_model, n_heads, blocks, dtype, optimizer, recompute, tensor_parallel, sequence_parallel:
+            as in :func:`build_block` (the stash is the whole layer's).
         ffn_hidden: MLP hidden width [elements]; divisible by ``blocks``.
         collectives: label ``proj.sum[r]`` and ``down.sum[r]`` ``"allreduce"`` instead of ``"formation"``.
 
@@ -125,6 +163,7 @@ def build_layer(
     for w in ("Wg", "Wu"):
         b.input(w, (d_model, ffn_hidden), parameter=True)
     b.input("Wd", (ffn_hidden, d_model), parameter=True)
+    last = []
     for r in range(blocks):
         h = _attention(b, dims, r)
         x = b.op(f"norm2[{r}]", "rmsnorm", "rmsnorm", [h, Ext("norm2")])
@@ -138,7 +177,34 @@ def build_layer(
             parts.append(b.op(f"down[{r},{j}]", "einsum", "einsum", down, _DOWN))
         out = b.op(f"resid2[{r}]", "residual", "add", [b.sum(f"down.sum[{r}]", parts, dims.sum_kind), h])
         b.output("y", (batch, seq, d_model), out, (tile(r, dims.tb),))
-    return b.build()
+        last.append(out)
+    stash = _stash("llama-layer", "layer", seq, dims.tb, d_model, n_heads, recompute, tensor_parallel,
+                   sequence_parallel, dtype)
+    return _with_stash(b.build(), last, stash)
+
+
+def precision_of(dtype: str) -> str | None:
+    """The numeric format of ``dtype`` (:data:`~doppler_gym.workloads.builder.DTYPE_PRECISIONS`), ``None``
+    for ``float64``."""
+    return DTYPE_PRECISIONS.get(dtype)
+
+
+def _stash(family: str, part: str, seq: int, rows: int, d_model: int, n_heads: int, recompute: str | None,
+           tensor_parallel: int, sequence_parallel: bool, dtype: str) -> float:
+    """Activations one row block of ``rows`` sequences keeps for its backward [B]; 0 for ``recompute=None``."""
+    if recompute is None:
+        return 0.0
+    return layer_activation_bytes(seq, rows, d_model, n_heads, recompute, tensor_parallel, sequence_parallel,
+                                  dtype, where=family, part=part)
+
+
+def _with_stash(w: Workload, holders: list[int], stash: float) -> Workload:
+    """``w`` with each row block's ``stash`` [B] added to the persistent bytes of its op in ``holders``."""
+    if stash == 0.0:
+        return w
+    persistent = np.array(w.graph.persistent_bytes)
+    persistent[holders] += stash
+    return dataclasses.replace(w, graph=dataclasses.replace(w.graph, persistent_bytes=persistent))
 
 
 def _start(

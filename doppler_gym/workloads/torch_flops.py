@@ -32,7 +32,7 @@ anything else                                          one FLOP per output eleme
                                                        warns, naming the op)
 =====================================================  ================================================
 
-:data:`MATMUL_LIKE` lists the kinds that run on tensor cores (GEMM, convolution, attention), the
+:func:`is_matmul_like` tells the kinds that run on tensor cores (GEMM, convolution, attention), the
 ones ``torch.utils.flop_counter.FlopCounterMode`` counts; every other op is vector work.
 
 torch is not imported here: shapes are read from ``meta["val"]`` duck-typed (``.shape``, ``.dtype``).
@@ -44,12 +44,7 @@ import math
 from collections import Counter
 from typing import Any
 
-MATMUL_LIKE = frozenset(
-    ("mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "convolution", "convolution_backward",
-     "_convolution", "conv2d", "lstm", "_scaled_mm", "scaled_dot_product_attention")
-)  # fmt: skip
-"""Kinds that run on tensor cores; every kind containing ``scaled_dot_product`` or ending in
-``attention_forward`` / ``attention_backward`` is attention and matmul-like too (:func:`is_matmul_like`)."""
+from doppler_gym.graph.op_kinds import is_tensor_kind
 
 PER_ELEMENT = {
     "add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "neg": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1,
@@ -105,12 +100,9 @@ _DTYPE_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def is_matmul_like(kind: str) -> bool:
-    """Whether ``kind`` runs on tensor cores: a GEMM, convolution or attention kernel."""
-    return (
-        kind in MATMUL_LIKE
-        or "scaled_dot_product" in kind
-        or kind.endswith(("attention_forward", "attention_backward"))
-    )
+    """Whether ``kind`` runs on tensor cores: a GEMM, convolution or attention kernel
+    (:func:`doppler_gym.graph.op_kinds.is_tensor_kind`)."""
+    return is_tensor_kind(kind)
 
 
 def tensors(value: Any) -> list[Any]:

@@ -37,7 +37,10 @@ class Workload:
         priorities: ``(n_ops,) float64`` queue priorities (lower first) that go with ``assignment``
             (a pipeline schedule's order on each device), else ``None``.
         config: the :class:`~doppler_gym.sim.config.SimConfig` to run ``assignment`` and
-            ``priorities`` with (e.g. ``queue_order="fixed"``), else ``None``.
+            ``priorities`` with (e.g. ``queue_order="fixed"``), else ``None``. A graph resolved from a
+            spec string (:func:`doppler_gym.instances.resolve_graph`) keeps its workload
+            (:func:`~doppler_gym.instances.workload_of`), so the CLI and the envs run it with these
+            unless the user overrides them.
     """
 
     graph: DataflowGraph

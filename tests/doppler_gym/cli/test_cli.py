@@ -163,7 +163,7 @@ def test_simulate_workload_with_sim_flags(capsys, tmp_path):
         "cost_model": "topology", "link_model": "fifo", "streams": 2, "queue_order": "priority",
         "compute_jitter": 0.1, "transfer_jitter": 0.1, "seed": 3, "time_divisor": 1.0,
         "multicast": "p2p", "multicast_chunks": 1, "multicast_epoch": "fast", "multicast_time_limit": 30.0,
-        "memory": "off", "stragglers": [],
+        "memory": "off", "stragglers": [], "precision": "bf16",
     }
     assert field(out, "makespan").endswith(("ms", "us", "s"))
 

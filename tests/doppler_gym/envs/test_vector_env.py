@@ -148,7 +148,7 @@ CASES = {
         8, {"graph": ["paper/chainmm", "random"], "topology": [2, 4], "reward": "shaped",
             "max_ops": 110, "max_edges": 170}, 260, 0.1),
     "flat form, ffnn, sparse": (3, {"graph": "paper/ffnn", "observation": "flat", "reward": "sparse"}, 420, 0.05),
-    "priority queues, makespan reward": (3, {"graph": "pipeline", "sim_config": FIFO_PRIORITY,
+    "priority queues, makespan reward": (3, {"graph": "pipeline:microbatches=10", "sim_config": FIFO_PRIORITY,
                                              "reward": "makespan"}, 330, 0.1),
     "fixed queues, flat, improvement": (3, {"graph": "paper/chainmm", "observation": "flat", "reward": "improvement",
                                             "sim_config": dg.SimConfig(queue_order="fixed")}, 330, 0.1),
@@ -222,7 +222,7 @@ def test_spaces() -> None:
 
 
 def test_seeds_per_env_and_reset_mask() -> None:
-    kwargs = {"graph": ["paper/chainmm", "random", "pipeline"], "max_ops": 130, "max_edges": 170}
+    kwargs = {"graph": ["paper/chainmm", "random", "pipeline:microbatches=10"], "max_ops": 130, "max_edges": 170}
     venv = PlacementVectorEnv(num_envs=4, **kwargs)
     _, infos = venv.reset(seed=[11, None, 13, 14])
     single = PlacementEnv(**kwargs)

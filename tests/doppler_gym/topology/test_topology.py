@@ -274,7 +274,9 @@ def test_negative_bytes_rejected():
 
 
 # ====================================================================== presets: common
-EXPECTED_NAMES = ("p100x4", "v100x8-dgx1", "h100x8-nvswitch", "h100x16-2node", "dc2-wan", "dc3-wan")
+EXPECTED_NAMES = (
+    "p100x4", "v100x8-dgx1", "h100x8-nvswitch", "h100x16-2node", "a100x8-dgx", "a100x16-2node", "dc2-wan", "dc3-wan"
+)
 KINDS = {"", "pcie", "nvlink", "nvlink-x2", "nvswitch", "ib", "wan"}
 
 

@@ -1,6 +1,7 @@
 """The ``pipeline`` workload: schedules simulated under ``queue_order="fixed"`` against the published formulas.
 
-With unit costs (F = B = W = 1) and no communication, bubble time / work per device is (p - 1) / m for
+With unit costs (F = 1, a fused backward B = 2, split B = W = 1, so B + W is the fused backward) and no
+communication, bubble time / work per device is (p - 1) / m for
 GPipe (Huang et al. 2019) and 1F1B (Narayanan et al. 2021), (p - 1) / (v m) for interleaved 1F1B with v
 chunks (same paper; m a multiple of p) and (p - 1) / (3 m) for ZB-H1 (Qi et al. 2024; split backward,
 m >= p). Peak stashed microbatches on the first stage (F done, its B not yet): m for GPipe, min(p, m) for
@@ -46,7 +47,7 @@ def peak_stash(w: dg.workloads.Workload, tr: dg.Trace, stage: int) -> int:
 @pytest.mark.parametrize(("p", "m"), [(1, 3), (2, 1), (2, 4), (3, 5), (4, 4), (4, 8), (5, 3), (6, 12)])
 def test_gpipe_and_1f1b_bubble(schedule, p, m):
     _, tr = run(schedule, p, m)
-    assert tr.makespan == 2 * m + 2 * (p - 1)  # work 2m per device plus (p - 1)(F + B)
+    assert tr.makespan == 3 * m + 3 * (p - 1)  # work (F + B) m = 3m per device plus (p - 1)(F + B)
     np.testing.assert_allclose(bubble_ratio(tr), expected_ratio(schedule, p, m), rtol=1e-12)
 
 
@@ -63,7 +64,7 @@ def test_zb_h1_bubble_is_a_third_of_1f1b(p, m):
 @pytest.mark.parametrize(("p", "m", "v"), [(2, 2, 2), (2, 6, 3), (3, 6, 2), (4, 4, 2), (4, 8, 2), (4, 8, 4), (3, 9, 3)])
 def test_interleaved_bubble(p, m, v):
     _, tr = run("interleaved", p, m, chunks=v)
-    assert tr.makespan == 2 * v * m + 2 * (p - 1)  # chunks of one unit: bubble (p - 1)(F + B) of a chunk
+    assert tr.makespan == 3 * v * m + 3 * (p - 1)  # chunks of one unit: bubble (p - 1)(F + B) of a chunk
     np.testing.assert_allclose(bubble_ratio(tr), expected_ratio("interleaved", p, m, v), rtol=1e-12)
 
 
@@ -87,10 +88,21 @@ def test_peak_stash_on_first_stage(p, m):
         assert peak_stash(w, tr, s) == min(p - s, m)
 
 
+def test_unit_costs_split_backward_adds_up_to_the_fused_one():
+    fused, _ = run("1f1b", 3, 6)
+    split, _ = run("1f1b", 3, 6, split_backward=True)
+    kinds_f, kinds_s = np.array(fused.graph.kinds), np.array(split.graph.kinds)
+    assert set(fused.graph.flops[kinds_f == "backward"]) == {2.0}  # the fused B: input and weight gradients
+    assert set(split.graph.flops[kinds_s == "backward"]) == set(split.graph.flops[kinds_s == "wgrad"]) == {1.0}
+    assert fused.graph.flops.sum() == split.graph.flops.sum() == 3 * 3 * 6
+    # so ZB-H1 is faster than 1F1B, as Qi et al. publish: 3m + p - 1 against 3(m + p - 1)
+    assert run("zb-h1", 4, 8)[1].makespan == 27 < run("1f1b", 4, 8)[1].makespan == 33
+
+
 def test_design_contract_example():
     w = dg.workloads.build("pipeline", stages=4, microbatches=8, schedule="1f1b", unit_costs=True)
     tr = dg.simulate(w.graph, w.assignment, topology=4, priorities=w.priorities, config=w.config)
-    assert tr.makespan == 22.0
+    assert tr.makespan == 33.0  # (F + B)(m + p - 1)
     assert w.config.queue_order == "fixed"
     np.testing.assert_array_equal(np.bincount(w.assignment), [16, 16, 16, 16])
 
@@ -108,7 +120,7 @@ def test_priorities_are_topological_so_any_assignment_runs():
     rng = np.random.default_rng(0)
     assign = rng.integers(0, 3, (5, w.graph.n_ops))
     ms = dg.simulate_batch(w.graph, assign, topology=3, priorities=w.priorities, config=w.config)
-    assert np.all(ms >= w.graph.n_ops / 3)  # the work bound; no deadlock was raised
+    assert np.all(ms >= w.graph.flops.sum() / 3)  # the work bound; no deadlock was raised
 
 
 def test_layer_costs():
@@ -120,7 +132,10 @@ def test_layer_costs():
     forward = layer.flops.sum() * layers / (p * v)
     np.testing.assert_allclose(w.graph.flops[kinds == "forward"], forward)
     np.testing.assert_allclose(w.graph.flops[kinds == "backward"], 2 * forward)
-    np.testing.assert_array_equal(w.graph.out_bytes, 128 * 256 * 2)  # one bf16 activation per microbatch
+    np.testing.assert_array_equal(w.graph.flops[kinds == "send"], 0.0)
+    moved = (kinds == "send") | (kinds == "backward")
+    np.testing.assert_array_equal(w.graph.out_bytes[moved], 128 * 256 * 2)  # one bf16 activation per microbatch
+    assert w.graph.precisions == ("bf16",) * w.graph.n_ops
     assert w.config.cost_model == "topology" and w.config.queue_order == "fixed"
     params_per_chunk = (256 + 4 * 256 * 256 + 256 + 3 * 256 * 512) * layers // (p * v)  # norms, attention, MLP
     holders = np.flatnonzero(w.graph.persistent_bytes)

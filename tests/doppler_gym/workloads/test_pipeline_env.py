@@ -17,7 +17,7 @@ def test_graph_spec_with_parameters():
     w = dg.workloads.build("pipeline", stages=3, microbatches=6, schedule="1f1b", unit_costs=True)
     assert g.n_ops == w.graph.n_ops == 2 * 3 * 6 and g.names == w.graph.names
     g2 = dg.instances.resolve_graph("pipeline:stages=2", {"microbatches": 3})
-    assert g2.n_ops == 2 * 2 * 3
+    assert g2.n_ops == 2 * 2 * 3 + 3  # F and B per stage and microbatch, and the first stage's sends
     with pytest.raises(ValueError, match="given both"):
         dg.instances.resolve_graph("pipeline:stages=2", {"stages": 3})
     with pytest.raises(ValueError, match="expected NAME:KEY=VALUE"):
@@ -41,7 +41,7 @@ def test_env_acts_out_the_schedule(schedule):
         _, _, terminated, _, info = env.step(base.max_ops + int(w.assignment[op]))
     assert terminated
     want = dg.simulate(w.graph, w.assignment, topology=p, priorities=w.priorities, config=w.config).makespan
-    assert info["makespan"] == want == (3 * m + p - 1 if schedule == "zb-h1" else 2 * m + 2 * (p - 1))
+    assert info["makespan"] == want == (3 * m + p - 1 if schedule == "zb-h1" else 3 * m + 3 * (p - 1))
     np.testing.assert_array_equal(info["assignment"], w.assignment)
 
 
