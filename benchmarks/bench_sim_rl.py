@@ -80,12 +80,12 @@ def main(argv: list[str] | None = None) -> None:
                                eval_every=2048 if args.smoke else None, env_kwargs_overrides={"graph": graph})
             best = run.best
             reached = "yes" if best.score <= ref["critical_path"] * (1 + 1e-9) else "no"
-            rows.append([graph, seed, f"{run.initial:.2f}", f"{best.score:.2f}",
-                         f"{best.seconds:.0f} s / {best.steps:,}", f"{run.last.score:.2f}",
-                         f"{time.perf_counter() - t0:.0f} s", f"{ref['critical_path']:.2f}", f"{ref['heft']:.2f}",
-                         f"{ref['random']:.2f}", f"{ref['lower_bound']:.2f}", reached])
-            print(f"{graph} seed {seed}: start {run.initial:.2f}, best {best.score:.2f} at {best.seconds:.0f} s, "
-                  f"last {run.last.score:.2f}; critical path {ref['critical_path']:.2f}", flush=True)
+            rows.append([graph, seed, f"{run.initial:.5g}", f"{best.score:.5g}",
+                         f"{best.seconds:.0f} s / {best.steps:,}", f"{run.last.score:.5g}",
+                         f"{time.perf_counter() - t0:.0f} s", f"{ref['critical_path']:.5g}", f"{ref['heft']:.5g}",
+                         f"{ref['random']:.5g}", f"{ref['lower_bound']:.5g}", reached])
+            print(f"{graph} seed {seed}: start {run.initial:.5g}, best {best.score:.5g} at {best.seconds:.0f} s, "
+                  f"last {run.last.score:.5g}; critical path {ref['critical_path']:.5g}", flush=True)
     print()
     print(common.markdown_table(
         ["graph", "seed", "start", "best", "best at (time / steps)", "last eval", "run time", "critical path",
