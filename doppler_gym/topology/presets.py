@@ -198,17 +198,24 @@ def h100x8_nvswitch() -> Topology:
           model several flows sharing that port.
         - latency 2 us per transfer: a modeling choice (module docstring).
     """
-    n = 8
-    bandwidth, latency, kinds = _nvswitch_node(n)
+    return _dgx("h100x8-nvswitch", 1, "h100-sxm", H100_SXM_FP32, H100_MEMORY, NVLINK4_PER_GPU, 0.0)
+
+
+def _dgx(name: str, nodes: int, gpu: str, speed: float, memory: float, nvlink: float, ib: float) -> Topology:
+    """``nodes`` (1 or 2) DGX-style nodes of 8 GPUs of model ``gpu`` (fp32 ``speed`` [FLOP/s], ``memory`` [B]),
+    all-to-all over NVSwitch at ``nvlink`` [B/s per direction]; two nodes are joined rail by rail at ``ib``
+    [B/s per direction per GPU] (:func:`_two_nodes`). Names ``gpu<g>`` for one node, ``node<k>/gpu<g>`` for two."""
+    per_node = 8
+    n = nodes * per_node
+    if nodes == 1:
+        bandwidth, latency, kinds = _nvswitch_node(n, nvlink)
+        names = _gpu_names("gpu", n)
+    else:
+        bandwidth, latency, kinds = _two_nodes(per_node, nvlink, ib)
+        names = tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n))
     return Topology(
-        speed=np.full(n, H100_SXM_FP32),
-        memory=np.full(n, H100_MEMORY),
-        bandwidth=bandwidth,
-        latency=latency,
-        name="h100x8-nvswitch",
-        device_names=_gpu_names("gpu", n),
-        gpus=("h100-sxm",) * n,
-        link_kinds=_kinds(kinds),
+        speed=np.full(n, speed), memory=np.full(n, memory), bandwidth=bandwidth, latency=latency, name=name,
+        device_names=names, link_kinds=_kinds(kinds), gpus=(gpu,) * n,
     )
 
 
@@ -251,19 +258,7 @@ def h100x16_2node() -> Topology:
           rather than through the spine, which is not modeled.
         - latency 5 us per IB hop: a modeling choice, ~1-2 us NIC + switch plus GPU-side set-up.
     """
-    per_node = 8
-    n = 2 * per_node
-    bandwidth, latency, kinds = _two_nodes(per_node, NVLINK4_PER_GPU, IB_NDR_PER_GPU)
-    return Topology(
-        speed=np.full(n, H100_SXM_FP32),
-        memory=np.full(n, H100_MEMORY),
-        bandwidth=bandwidth,
-        latency=latency,
-        name="h100x16-2node",
-        device_names=tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n)),
-        link_kinds=_kinds(kinds),
-        gpus=("h100-sxm",) * n,
-    )
+    return _dgx("h100x16-2node", 2, "h100-sxm", H100_SXM_FP32, H100_MEMORY, NVLINK4_PER_GPU, IB_NDR_PER_GPU)
 
 
 # ---------------------------------------------------------------------- multi-datacentre
@@ -397,18 +392,7 @@ def a100x8_dgx() -> Topology:
           :func:`h100x8_nvswitch`.
         - latency 2 us per transfer: a modeling choice (module docstring).
     """
-    n = 8
-    bandwidth, latency, kinds = _nvswitch_node(n, NVLINK3_PER_GPU)
-    return Topology(
-        speed=np.full(n, A100_SXM_FP32),
-        memory=np.full(n, A100_MEMORY),
-        bandwidth=bandwidth,
-        latency=latency,
-        name="a100x8-dgx",
-        device_names=_gpu_names("gpu", n),
-        link_kinds=_kinds(kinds),
-        gpus=("a100-sxm-80gb",) * n,
-    )
+    return _dgx("a100x8-dgx", 1, "a100-sxm-80gb", A100_SXM_FP32, A100_MEMORY, NVLINK3_PER_GPU, 0.0)
 
 
 def a100x16_2node() -> Topology:
@@ -423,19 +407,7 @@ def a100x16_2node() -> Topology:
           over NVSwitch to the rail GPU, then over IB.
         - latency 5 us per IB hop: a modeling choice (:data:`IB_LATENCY`).
     """
-    per_node = 8
-    n = 2 * per_node
-    bandwidth, latency, kinds = _two_nodes(per_node, NVLINK3_PER_GPU, IB_HDR_PER_GPU)
-    return Topology(
-        speed=np.full(n, A100_SXM_FP32),
-        memory=np.full(n, A100_MEMORY),
-        bandwidth=bandwidth,
-        latency=latency,
-        name="a100x16-2node",
-        device_names=tuple(f"node{k // per_node}/gpu{k % per_node}" for k in range(n)),
-        link_kinds=_kinds(kinds),
-        gpus=("a100-sxm-80gb",) * n,
-    )
+    return _dgx("a100x16-2node", 2, "a100-sxm-80gb", A100_SXM_FP32, A100_MEMORY, NVLINK3_PER_GPU, IB_HDR_PER_GPU)
 
 
 def dc2_wan() -> Topology:
