@@ -19,6 +19,8 @@ nn = torch.nn
 F = torch.nn.functional
 MATMUL_KINDS = ("linear", "matmul", "addmm", "conv2d", "scaled_dot_product_attention")
 
+from tests.doppler_gym.workloads.torch_cases import GPTBlock  # noqa: E402  (needs torch)
+
 
 def counted_flops(module, *args) -> int:
     """FLOPs that PyTorch's own counter gives for running ``module`` (matmuls and convolutions)."""
@@ -32,25 +34,6 @@ def counted_flops(module, *args) -> int:
 def matmul_flops(g: dg.DataflowGraph, include_attention: bool = True) -> float:
     kinds = MATMUL_KINDS if include_attention else MATMUL_KINDS[:-1]
     return float(sum(f for f, k in zip(g.flops, g.kinds) if k in kinds))
-
-
-class GPTBlock(nn.Module):
-    """Pre-norm decoder block: causal attention through F.scaled_dot_product_attention, GELU MLP."""
-
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
 
 
 def test_transformer_encoder_layer_needs_export():
