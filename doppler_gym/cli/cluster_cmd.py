@@ -1,6 +1,17 @@
-"""``doppler cluster --trace NAME|generated[:N] --cluster uniform:NODESxGPUS --scheduler NAME``.
+"""``doppler cluster --trace NAME|generated[:N]|FILE.trace --cluster SPEC --scheduler NAME``.
 
-Runs :func:`doppler_gym.cluster.run` once, prints the metrics table, and writes ``DIR/jobs.csv`` (the
+Clusters: ``[uniform:]NODESxGPUS[:TYPE]`` (identical nodes) or ``TYPE:GPUS[,TYPE:GPUS...][/PER_NODE]``
+(GPUs per type, in servers of ``PER_NODE`` GPUs, default 8; the last server of a type holds the rest),
+e.g. ``v100:8,p100:16,k80:24/4``, Gavel's physical cluster. Traces: a shipped name, ``generated:N`` or a
+file in Gavel's 10-column trace format (:func:`doppler_gym.cluster.traces.load_gavel_trace`).
+
+Schedulers: the event engine's (:func:`doppler_gym.cluster.schedulers.names`) or one of Gavel's policies
+(:data:`doppler_gym.cluster.gavel_policies.POLICIES`, written ``gavel:NAME``, or ``NAME`` alone where no
+engine scheduler has it, e.g. ``max_min_fairness_perf``), realised by Gavel's rounds on the event engine
+(:func:`doppler_gym.cluster.gavel_engine.run_gavel_policy`: 360 s rounds, allocations recomputed at most every
+1,920 s).
+
+Runs the simulation once, prints the metrics table, and writes ``DIR/jobs.csv`` (the
 per-job table, :data:`~doppler_gym.cluster.metrics.JOB_COLUMNS`) and ``DIR/utilisation.png`` (busy
 GPUs over time). Times are in seconds unless a flag says otherwise. A run that cannot go on
 (:class:`doppler_gym.cluster.ClusterRunError`) is reported like a bad flag: one ``doppler: error:`` line.
@@ -15,12 +26,15 @@ import re
 from pathlib import Path
 
 from doppler_gym import cluster as dc
+from doppler_gym.cluster.gavel_engine import run_gavel_policy
+from doppler_gym.cluster.gavel_policies import POLICIES as GAVEL_POLICIES
 from doppler_gym.cluster.metrics import ClusterResult
 from doppler_gym.extras import require
 from doppler_gym.specs import parse_spec
 
 DEFAULT_GENERATED_JOBS = 200
 GPU_TYPES = ("v100", "p100", "k80")  # the types Gavel measured (gavel-msr profiles); generated traces run on any
+DEFAULT_GPUS_PER_NODE = 8
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,15 +44,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the metrics, write the per-job table (jobs.csv) and busy GPUs over time (utilisation.png). "
         "Times are in seconds [s].",
     )
-    p.add_argument("--trace", required=True, metavar="NAME[:N]|generated[:N]",
-                   help=f"a shipped trace ({', '.join(dc.traces.names())}; :N keeps its first N jobs) or "
+    p.add_argument("--trace", required=True, metavar="NAME[:N]|generated[:N]|FILE.trace",
+                   help=f"a shipped trace ({', '.join(dc.traces.names())}; :N keeps its first N jobs), "
                    f"generated:N, N Philly-like jobs (Poisson arrivals every 60 s on average, log-normal "
-                   f"durations, median 30 min; default N {DEFAULT_GENERATED_JOBS}), seeded by --seed")
-    p.add_argument("--cluster", required=True, metavar="uniform:NODESxGPUS[:TYPE]",
+                   f"durations, median 30 min; default N {DEFAULT_GENERATED_JOBS}), seeded by --seed, or a "
+                   "file in Gavel's trace format (a path ending in .trace: 10 tab-separated fields per job, "
+                   "timed by Gavel's measured throughputs)")
+    p.add_argument("--cluster", required=True, metavar="uniform:NODESxGPUS[:TYPE]|TYPE:GPUS,...[/PER_NODE]",
                    help=f"NODES identical nodes of GPUS GPUs of TYPE ({', '.join(GPU_TYPES)}; default v100), "
-                   "e.g. uniform:8x8 = 64 V100 in DGX-1 nodes (Cluster.uniform); the uniform: prefix is optional")
+                   "e.g. uniform:8x8 = 64 V100 in DGX-1 nodes (Cluster.uniform; the uniform: prefix is optional); "
+                   "or GPUs per type, e.g. v100:8,p100:16,k80:24 (a heterogeneous cluster, in nodes of "
+                   f"{DEFAULT_GPUS_PER_NODE} GPUs) or v100:8,p100:16,k80:24/4 (nodes of 4 GPUs, as Gavel's "
+                   "physical cluster); a type's last node holds the GPUs left over. Each job runs on GPUs of "
+                   "one type, the fastest for it with room")
     p.add_argument("--scheduler", required=True, metavar="NAME",
-                   help=f"{', '.join(dc.schedulers.names())}")
+                   help=f"{', '.join(dc.schedulers.names())}; or Gavel's policies (LPs realised in 360 s rounds): "
+                        f"{', '.join(gavel_name(n) for n in GAVEL_POLICIES)}")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seeds the generated trace and the failure process (default 0)")
     p.add_argument("--mtbf-hours", type=float, metavar="H",
@@ -73,8 +94,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- parsing
 def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
                 checkpoint_cost: float = 0.0) -> dc.JobTrace:
-    """``generated[:N]`` (``traces.generate(N, seed=seed)``) or a shipped ``NAME[:N]`` (its first N jobs);
-    the grammar of :mod:`doppler_gym.specs`."""
+    """``generated[:N]`` (``traces.generate(N, seed=seed)``), a shipped ``NAME[:N]`` (its first N jobs; the
+    grammar of :mod:`doppler_gym.specs`), or a path ending in ``.trace`` (Gavel's format:
+    :func:`~doppler_gym.cluster.traces.load_gavel_trace`)."""
+    if str(spec).endswith(".trace"):
+        try:
+            return dc.traces.load_gavel_trace(spec, checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost)
+        except ValueError as e:
+            raise ValueError(f"--trace {spec}: {e}") from None
     parsed = parse_spec(str(spec), "--trace", max_args=1, params=False,
                         usage="generated[:N] or a shipped NAME[:N], N a positive number of jobs")
     name, count = parsed.name, "".join(parsed.args)
@@ -94,9 +121,14 @@ def parse_trace(spec: str, *, seed: int, checkpoint_every: int | None = None,
 
 def parse_cluster(spec: str, **network: object) -> dc.Cluster:
     """``[uniform:]NODESxGPUS[:TYPE]`` (the grammar of :mod:`doppler_gym.specs`, any case) ->
-    ``Cluster.uniform(NODES, GPUS, TYPE, **network)`` (8-GPU V100 nodes: DGX-1); ``network``:
-    ``Cluster`` fields such as ``rack_size`` or ``node_uplink_bandwidth``."""
-    usage = "uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100"
+    ``Cluster.uniform(NODES, GPUS, TYPE, **network)`` (8-GPU V100 nodes: DGX-1); or
+    ``TYPE:GPUS[,TYPE:GPUS...][/PER_NODE]`` -> :func:`parse_typed_cluster`. ``network``: ``Cluster``
+    fields such as ``rack_size`` or ``node_uplink_bandwidth``."""
+    text = str(spec).strip().lower()
+    if "," in text or "/" in text or re.fullmatch(r"[a-z][\w-]*:\d+", text) and not text.startswith("uniform:"):
+        return parse_typed_cluster(text, **network)
+    usage = ("uniform:NODESxGPUS[:TYPE], e.g. uniform:8x8 or uniform:4x8:p100, or GPUs per type, "
+             "e.g. v100:8,p100:16,k80:24/4")
     parsed = parse_spec(str(spec).lower(), "--cluster", max_args=2, params=False, usage=usage)
     fields = [parsed.name, *parsed.args]
     if fields[0] == "uniform":
@@ -111,6 +143,43 @@ def parse_cluster(spec: str, **network: object) -> dc.Cluster:
         raise ValueError(f"--cluster {spec!r}: unknown GPU type {gpu_type!r}; use one of {', '.join(GPU_TYPES)}")
     preset = "v100x8-dgx1" if (gpus, gpu_type) == (8, "v100") else None
     return dc.Cluster.uniform(nodes, gpus, gpu_type, preset=preset, **network)
+
+
+def parse_typed_cluster(spec: str, **network: object) -> dc.Cluster:
+    """``TYPE:GPUS[,TYPE:GPUS...][/PER_NODE]`` -> a :class:`Cluster` of GPUS GPUs of each TYPE in nodes of
+    PER_NODE GPUs (default :data:`DEFAULT_GPUS_PER_NODE`; a type's last node holds the rest), nodes in the
+    order written (8-GPU V100 nodes: DGX-1). Each part is a spec of :mod:`doppler_gym.specs`."""
+    usage = "TYPE:GPUS[,TYPE:GPUS...][/PER_NODE], e.g. v100:8,p100:16,k80:24 or v100:8,p100:16,k80:24/4"
+    body, slash, per_text = str(spec).strip().lower().partition("/")
+    per = DEFAULT_GPUS_PER_NODE
+    if slash:
+        if not per_text.isdecimal() or int(per_text) < 1:
+            raise ValueError(f"--cluster {spec!r}: GPUs per node after '/' must be an integer >= 1, got "
+                             f"{per_text!r}; use {usage}")
+        per = int(per_text)
+    nodes: list[dc.Node] = []
+    seen: set[str] = set()
+    for k, part in enumerate(body.split(","), start=1):
+        parsed = parse_spec(part, "--cluster", max_args=1, params=False, usage=usage) if part.strip() else None
+        count = "".join(parsed.args) if parsed else ""
+        if parsed is None or not count.isdecimal() or int(count) < 1:
+            raise ValueError(f"--cluster {spec!r}: part {k} {part!r} is not TYPE:GPUS with GPUS an integer >= 1; "
+                             f"use {usage}")
+        gpu_type, n = parsed.name, int(count)
+        if gpu_type not in GPU_TYPES:
+            raise ValueError(f"--cluster {spec!r}: part {k}: GPU type {gpu_type!r} has no throughput data (Gavel "
+                             f"measured {', '.join(GPU_TYPES)}); use one of those")
+        if gpu_type in seen:
+            raise ValueError(f"--cluster {spec!r}: part {k}: GPU type {gpu_type!r} is given twice; give each type "
+                             "once with its total GPUs")
+        seen.add(gpu_type)
+        preset = "v100x8-dgx1" if (per, gpu_type) == (8, "v100") else None
+        full, rest = divmod(n, per)
+        nodes += [dc.Node(per, gpu_type, preset)] * full
+        if rest:
+            nodes.append(dc.Node(rest, gpu_type, None))
+    name = body + (f"/{per}" if slash else "")
+    return dc.Cluster(tuple(nodes), name=name, **network)  # type: ignore[arg-type]
 
 
 def network_from_args(args: argparse.Namespace) -> dict[str, object]:
@@ -149,31 +218,55 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--checkpoint-cost {args.checkpoint_cost}: use a time >= 0 [s]")
     if args.checkpoint == "young" and (args.mtbf_hours is None or not args.checkpoint_cost > 0):
         raise ValueError("--checkpoint young needs --mtbf-hours and a --checkpoint-cost > 0 [s]")
-    scheduler = dc.schedulers.make(args.scheduler)  # an unknown name fails here, before the trace is built
+    gavel = gavel_policy(args.scheduler)
+    scheduler = None if gavel else dc.schedulers.make(args.scheduler)  # an unknown name fails before the trace
     if not (args.preemption_cost >= 0 and math.isfinite(args.preemption_cost)):
         raise ValueError(f"--preemption-cost {args.preemption_cost}: use a time >= 0 [s]")
     cluster = parse_cluster(args.cluster, **network_from_args(args))
     failures = failures_from_args(args)
     trace = parse_trace(args.trace, seed=args.seed, checkpoint_every=args.checkpoint_every,
                         checkpoint_cost=args.checkpoint_cost)
+    options = dict(seed=args.seed, failures=failures, checkpoints=args.checkpoint or "fixed",
+                   preemption_cost=args.preemption_cost)
     try:
-        result = dc.run(trace, cluster, scheduler, seed=args.seed, failures=failures,
-                        checkpoints=args.checkpoint or "fixed", preemption_cost=args.preemption_cost)
+        if gavel:
+            result = run_gavel_policy(trace, cluster, gavel, **options)
+        else:
+            result = dc.run(trace, cluster, scheduler, **options)
     except dc.ClusterRunError as exc:  # a run that cannot go on: report it as the bad setting it comes from
         raise ValueError(str(exc)) from exc
 
     print(f"trace         {trace.name}: {len(trace)} jobs")
-    print(f"cluster       {cluster.name}: {cluster.n_gpus} GPUs in {len(cluster.nodes)} nodes")
-    print(f"scheduler     {scheduler.name}, seed {args.seed}")
+    types = sorted({nd.gpu_type for nd in cluster.nodes})
+    per_type = ", ".join(f"{sum(nd.gpus for nd in cluster.nodes if nd.gpu_type == t)} {t}" for t in types)
+    print(f"cluster       {cluster.name}: {cluster.n_gpus} GPUs in {len(cluster.nodes)} nodes ({per_type})")
+    print(f"scheduler     {result.scheduler}, seed {args.seed}")
     print(f"failures      {describe_failures(args)}")
     print_metrics(result)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result.to_csv(out / "jobs.csv")
-    plot_utilisation(out / "utilisation.png", result, f"{trace.name} on {cluster.name}, {scheduler.name}")
+    plot_utilisation(out / "utilisation.png", result, f"{trace.name} on {cluster.name}, {result.scheduler}")
     print(f"per-job table {out / 'jobs.csv'}")
     print(f"utilisation   {out / 'utilisation.png'}")
     return 0
+
+
+def gavel_name(policy: str) -> str:
+    """How ``--scheduler`` names Gavel's ``policy``: bare where no engine scheduler has the name, else ``gavel:``."""
+    return f"gavel:{policy}" if policy in dc.schedulers.names() else policy
+
+
+def gavel_policy(name: str) -> str | None:
+    """The Gavel policy ``--scheduler name`` asks for (``gavel:NAME`` or a bare name no engine scheduler has),
+    else ``None``. ``gavel:`` with an unknown policy is a ValueError listing them."""
+    if name.startswith("gavel:"):
+        policy = name.removeprefix("gavel:")
+        if policy not in GAVEL_POLICIES:
+            raise ValueError(f"--scheduler {name}: Gavel has no policy {policy!r}; use one of "
+                             f"{', '.join(GAVEL_POLICIES)}")
+        return policy
+    return name if name in GAVEL_POLICIES and name not in dc.schedulers.names() else None
 
 
 def describe_failures(args: argparse.Namespace) -> str:
@@ -230,7 +323,7 @@ def plot_utilisation(path: str | os.PathLike, r: ClusterResult, title: str) -> N
     ax.set_ylim(0, r.n_gpus * 1.25)  # headroom for the legend
     ax.set_xlabel(f"simulated time [{unit}]")
     ax.set_ylabel("busy GPUs [GPUs]")
-    ax.set_title(f"{title}: occupancy {r.occupancy:.3f}, avg JCT {r.avg_jct:,.0f} s")
+    ax.set_title(f"{title}\noccupancy {r.occupancy:.3f}, avg JCT {r.avg_jct:,.0f} s", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper center", ncol=2, frameon=False)
     fig.tight_layout()

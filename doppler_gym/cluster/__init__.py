@@ -67,7 +67,8 @@ def run(trace: JobTrace | str, cluster: Cluster, scheduler: str | Scheduler, *, 
 
     Raises:
         ValueError: an unknown trace, scheduler or workload name, a job needing more GPUs than the
-            cluster has, a profile without one of the cluster's GPU types, unknown workload parameters, or
+            cluster has, a job no GPU type of the cluster can run (its profile's time inf or missing on every
+            type), unknown workload parameters, or
             failures too frequent for a job's checkpoint interval to ever finish; all checked before the run starts.
         ClusterRunError: a run that cannot go on (a clock too coarse for a job's iterations, a stuck clock,
             or the simulation's event cap); see :mod:`~.simulation`.

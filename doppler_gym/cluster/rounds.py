@@ -34,7 +34,6 @@ none of them either). :func:`to_job_trace` turns the jobs into a trace for the e
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,68 +42,26 @@ import numpy as np
 from doppler_gym.cluster.gavel_policies import Policy
 from doppler_gym.cluster.interference import gavel_table
 from doppler_gym.cluster.round_priorities import RoundState
+from doppler_gym.cluster.traces import GavelJobs, read_gavel_jobs
 from doppler_gym.cluster.types import Job, JobTrace
 
 GPU_TYPES = ("v100", "p100", "k80")
 """Gavel's GPU types, fastest first (its round order for the heterogeneity-aware policies)."""
 
 
-@dataclass(frozen=True)
-class GavelJobs:
-    """Jobs of a Gavel trace as arrays (``n`` jobs in file order; arrival times non-decreasing).
-
-    Attributes:
-        job_type: ``n`` Gavel job-type names (``"ResNet-18 (batch size 128)"``).
-        total_steps: ``(n,) int64`` steps to train.
-        scale_factor: ``(n,) int64`` [GPUs].
-        weight: ``(n,) float64`` priority weights.
-        arrival: ``(n,) float64`` [s].
-    """
-
-    job_type: tuple[str, ...]
-    total_steps: np.ndarray
-    scale_factor: np.ndarray
-    weight: np.ndarray
-    arrival: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.job_type)
-
-
 def read_gavel_trace(path: str | Path) -> GavelJobs:
-    """Gavel's 10-column trace file (tab-separated: job type, command, working directory, num-steps
-    argument, needs-data-dir, total steps, scale factor, priority weight, SLO, arrival time [s]), as
-    parsed by Gavel's ``utils.parse_trace``. Every job type and scale factor must have measured
-    throughputs in the shipped table; a bad row is a ``ValueError`` naming the file and line."""
-    path = Path(path)
+    """Gavel's 10-column trace file (:func:`doppler_gym.cluster.traces.read_gavel_jobs`, with its errors), for
+    the round mechanism: every job type must also have a measured throughput entry at its scale factor on
+    every Gavel GPU type (0 where it cannot run), and arrivals must not decrease (Gavel's traces do not)."""
+    jobs = read_gavel_jobs(path)
     table = gavel_table()
-    rows = []
-    for k, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        where = f"{path}:{k}"
-        if len(cols) != 10:
-            raise ValueError(f"{where}: expected Gavel's 10 tab-separated fields, got {len(cols)}")
-        try:
-            steps, sf, weight, arrival = int(cols[5]), int(cols[6]), float(cols[7]), float(cols[9])
-        except ValueError as exc:
-            raise ValueError(f"{where}: total steps and scale factor must be integers, priority weight and "
-                             f"arrival numbers ({exc})") from None
-        jtype = cols[0]
+    for k, (jtype, sf) in enumerate(zip(jobs.job_type, jobs.scale_factor.tolist())):
         if not all(str(sf) in table[t]["solo_steps_per_s"].get(jtype, {}) for t in GPU_TYPES):
-            raise ValueError(f"{where}: job type {jtype!r} at scale factor {sf} has no measured Gavel throughput; "
-                             f"known types: {', '.join(sorted(table['v100']['solo_steps_per_s']))}")
-        if steps < 1 or sf < 1 or not weight > 0 or not (math.isfinite(arrival) and arrival >= 0):
-            raise ValueError(f"{where}: need total steps >= 1, scale factor >= 1, weight > 0, arrival >= 0 [s]")
-        rows.append((jtype, steps, sf, weight, arrival))
-    if not rows:
-        raise ValueError(f"{path}: no jobs")
-    arrival = np.array([r[4] for r in rows])
-    if (np.diff(arrival) < 0).any():
+            raise ValueError(f"{path}: job {k} ({jtype!r}) at scale factor {sf} has no measured Gavel throughput "
+                             f"on every GPU type; Gavel measured scale factors 1, 2, 4 and 8")
+    if (np.diff(jobs.arrival) < 0).any():
         raise ValueError(f"{path}: arrival times must be non-decreasing (Gavel's traces are)")
-    return GavelJobs(tuple(r[0] for r in rows), np.array([r[1] for r in rows], dtype=np.int64),
-                     np.array([r[2] for r in rows], dtype=np.int64), np.array([r[3] for r in rows]), arrival)
+    return jobs
 
 
 def parse_cluster(spec: str) -> dict[str, int]:

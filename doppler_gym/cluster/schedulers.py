@@ -6,22 +6,31 @@ A scheduler is a small object with
   priority order, from a :class:`JobView` of the state at this event;
 - ``preemptive``: if true, the engine runs the greedy prefix of the order that fits the cluster and
   suspends the running jobs outside it (a suspension loses no work: the job keeps its progress, as
-  in the Tiresias and Gavel simulators); if false, running jobs are never stopped and waiting jobs
-  start, in order, on the GPUs that are free (skipping those that do not fit: backfilling);
-- ``share``: if true, waiting jobs that do not fit on free GPUs may be packed onto GPUs that hold
-  exactly one job (two jobs per GPU at most), at the speeds of the interference model;
+  in the Tiresias and Gavel simulators); if false, no running job is suspended for another, and
+  waiting jobs start, in order, on the GPUs that are free (skipping those that do not fit:
+  backfilling, unless ``backfill`` is false: then none starts after the first that does not fit);
+- ``share``: if true, waiting single-GPU jobs that do not fit on free GPUs may be packed onto GPUs
+  that hold exactly one single-GPU job (two jobs per GPU at most), at the speeds of the interference
+  model (:mod:`~doppler_gym.cluster.placement`: Gavel measured no co-location above one GPU);
 - ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] while some job
   waits (for policies whose priorities change while jobs run, such as LAS);
 - ``elastic`` (with ``preemptive``): after admitting the greedy prefix at the requested GPU counts,
   the engine hands the spare GPUs out one at a time to the admitted job whose iteration time drops
-  most, relatively, with one more GPU (up to its ``max_gpus``; times on the first node's GPU type),
-  and resizes running jobs whose count changed (a resize restarts the job on new GPUs and pays the
-  run's ``preemption_cost``).
+  most, relatively, with one more GPU (up to its ``max_gpus`` and the spare GPUs of the type it was
+  given; times on that type), and resizes running jobs whose count changed (a resize restarts the job
+  on new GPUs and pays the run's ``preemption_cost``).
 
-Policies: ``fifo``; ``srtf`` (shortest remaining service, time x GPUs, first; durations known); ``las`` (2D
+On a cluster of several GPU types the engine, not the order, picks each job's type: the fastest
+for the job with room, and a move to a faster type when it pays after the restore (preemptive or
+not); see :mod:`~doppler_gym.cluster.simulation`. The estimates a policy reads are type-aware:
+``remaining`` is on the job's current type, or its fastest type before its first start.
+
+Policies: ``fifo`` (backfilling by default; ``FIFO(backfill=False)``: strict); ``srtf`` (shortest
+remaining service, time x GPUs, first; durations known); ``las`` (2D
 least attained service: GPUs x time received, no duration knowledge); ``tiresias`` (2D-LAS
-discretised into queues by attained-service thresholds, FIFO within a queue; Gu et al., NSDI 2019);
-``gandiva`` (FIFO plus packing onto shared GPUs; Xiao et al., OSDI 2018); ``elastic`` (LAS order, spare
+discretised into queues by attained-service thresholds, FIFO within a queue, with optional starvation
+promotion; Gu et al., NSDI 2019); ``gandiva`` (FIFO plus packing single-GPU jobs onto shared GPUs, and
+moving a shared job to free GPUs once there are enough; Xiao et al., OSDI 2018); ``elastic`` (LAS order, spare
 GPUs to jobs up to their maximum by marginal speedup: an Optimus-style greedy, not Pollux's goodput
 optimisation).
 """
@@ -29,6 +38,7 @@ optimisation).
 from __future__ import annotations
 
 import bisect
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -55,6 +65,11 @@ class JobView:
     occupants: list[list[int]] | None = None  # (n_gpus,) jobs on each GPU (at most 2)
     speed: np.ndarray | None = None  # float64, solo seconds per second of each running job (0 while restoring)
     restarting: np.ndarray | None = None  # bool, jobs in a restart delay after a failure
+    active_idx: np.ndarray | None = None  # int64, ``active`` as an array (None: build it from ``active``)
+
+    def active_array(self) -> np.ndarray:
+        """``(k,) int64``: the active jobs, arrival order (``active_idx``, or ``active`` converted)."""
+        return self.active_idx if self.active_idx is not None else np.asarray(self.active, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class Scheduler(ABC):
 
     name = "base"
     preemptive = False
+    backfill = True
     share = False
     elastic = False
     round_s: float | None = None
@@ -93,12 +109,27 @@ class Scheduler(ABC):
 
 
 class FIFO(Scheduler):
-    """First in, first out by arrival time; non-preemptive, with backfilling."""
+    """First in, first out by arrival time; non-preemptive.
+
+    Args:
+        backfill: start later jobs on the GPUs the head of the queue cannot use (default True: what
+            ``fifo`` always did, and what the validated results and the Gavel comparison's "fifo" rows
+            use); False: strict FIFO, no job starts while an earlier one waits (Gavel's ``fifo`` policy
+            allocates that way, so its matched-mechanics rows compare against ``FIFO(backfill=False)``).
+    """
 
     name = "fifo"
 
+    def __init__(self, backfill: bool = True) -> None:
+        if not isinstance(backfill, bool):
+            raise ValueError(f"FIFO: backfill must be True or False, got {backfill!r}")
+        self.backfill = backfill
+
     def order(self, view: JobView) -> list[int]:
         return list(view.active)
+
+    def __repr__(self) -> str:
+        return f"FIFO(backfill={self.backfill})"
 
 
 class SRTF(Scheduler):
@@ -112,7 +143,8 @@ class SRTF(Scheduler):
     preemptive = True
 
     def order(self, view: JobView) -> list[int]:
-        return sorted(view.active, key=lambda j: (view.remaining[j] * view.gpus[j], view.arrival[j], j))
+        act = view.active_array()
+        return _sorted_by(act, view.remaining[act] * view.gpus[act], view.arrival[act])
 
 
 class LAS(Scheduler):
@@ -127,30 +159,89 @@ class LAS(Scheduler):
         self.round_s = round_s
 
     def order(self, view: JobView) -> list[int]:
-        return sorted(view.active, key=lambda j: (view.attained[j], view.arrival[j], j))
+        act = view.active_array()
+        return _sorted_by(act, view.attained[act], view.arrival[act])
 
 
 class Tiresias(Scheduler):
-    """Tiresias' discretised 2D-LAS: queue = number of ``thresholds`` [GPU s] passed; FIFO within a queue."""
+    """Tiresias' discretised 2D-LAS: queue = number of ``thresholds`` [GPU s] of service passed; FIFO within a
+    queue; with ``starve_limit``, starvation promotion.
+
+    Promotion (Gu et al., NSDI 2019, section 4.2 and Algorithm 1: a job waiting longer than STARVELIMIT goes
+    back to the highest-priority queue): a waiting job outside the first queue whose wait since it last ran
+    reaches ``starve_limit`` x the service it has had since it last entered the first queue (GPU s over its
+    GPUs, i.e. seconds held) is promoted: that service is reset, so it counts from 0 again. This is the rule
+    of the authors' simulator (``solve_starvation``: ``last_pending_time >= executed_time x solve_starvation``),
+    where the knob is off (0) unless set; ``None`` here keeps it off, so ``tiresias`` ranks as before. The
+    wait is measured at decision points (arrivals, completions, ``round_s`` ticks).
+
+    The scheduler keeps each job's promotion state between calls; it starts afresh when the clock goes back
+    (a new run with the same object).
+
+    Args:
+        thresholds: increasing queue thresholds [GPU s] (default 1 h and 10 h of one GPU).
+        round_s: [s] rescheduling period while jobs wait.
+        starve_limit: the STARVELIMIT multiple (> 0), or ``None`` (default): no promotion.
+    """
 
     name = "tiresias"
     preemptive = True
 
-    def __init__(self, thresholds: tuple[float, ...] = (3_600.0, 36_000.0), round_s: float = 60.0) -> None:
+    def __init__(self, thresholds: tuple[float, ...] = (3_600.0, 36_000.0), round_s: float = 60.0,
+                 starve_limit: float | None = None) -> None:
         if list(thresholds) != sorted(thresholds) or any(t <= 0 for t in thresholds):
             raise ValueError(f"Tiresias: thresholds must be increasing and > 0 [GPU s], got {thresholds!r}")
         if not (round_s > 0):
             raise ValueError(f"Tiresias: round_s must be > 0 [s], got {round_s!r}")
+        if starve_limit is not None and not (isinstance(starve_limit, (int, float)) and starve_limit > 0):
+            raise ValueError(f"Tiresias: starve_limit must be None or a number > 0, got {starve_limit!r}")
         self.thresholds = tuple(float(t) for t in thresholds)
         self.round_s = round_s
+        self.starve_limit = starve_limit
+        self._reset()
+
+    def _reset(self) -> None:
+        self._base: dict[int, float] = {}  # [GPU s] attained service when the job last entered the first queue
+        self._waiting_since: dict[int, float] = {}  # [s] the last decision it was seen running at (or first waiting)
+        self._last_now = -math.inf
+
+    def queue_service(self, view: JobView, j: int) -> float:
+        """[GPU s] job ``j``'s service since it last entered the first queue (its attained service without
+        promotion)."""
+        return float(view.attained[j]) - self._base.get(j, 0.0)
 
     def order(self, view: JobView) -> list[int]:
-        return sorted(view.active, key=lambda j: (bisect.bisect_right(self.thresholds, view.attained[j]),
-                                                  view.arrival[j], j))
+        act = view.active_array()
+        service = view.attained[act]
+        if self.starve_limit is not None:
+            self._promote(view)
+            service = service - np.array([self._base.get(j, 0.0) for j in view.active])
+        queue = np.searchsorted(np.asarray(self.thresholds), service, side="right")  # = bisect_right per job
+        return _sorted_by(act, queue, view.arrival[act])
+
+    def _promote(self, view: JobView) -> None:
+        if view.now < self._last_now:
+            self._reset()
+        self._last_now = view.now
+        for j in view.active:
+            if view.running[j]:  # it runs up to this decision at least (the order may stop it here)
+                self._waiting_since[j] = view.now
+                continue
+            since = self._waiting_since.setdefault(j, view.now)
+            service = self.queue_service(view, j)
+            held = service / max(int(view.gpus[j]), 1)  # [s] of service at its GPU count
+            if bisect.bisect_right(self.thresholds, service) > 0 and view.now - since >= self.starve_limit * held:
+                self._base[j] = float(view.attained[j])
+                self._waiting_since[j] = view.now
+
+    def __repr__(self) -> str:
+        return f"Tiresias(thresholds={self.thresholds}, round_s={self.round_s}, starve_limit={self.starve_limit})"
 
 
 class Gandiva(Scheduler):
-    """FIFO order, non-preemptive; jobs that do not fit on free GPUs are packed onto GPUs holding one job."""
+    """FIFO order; no job is suspended for another. A waiting single-GPU job that does not fit on free GPUs
+    shares a GPU holding one single-GPU job (where the interference model allows the pair); a job that
+    shares moves (migrates, paying ``preemption_cost``) to free GPUs once enough are free."""
 
     name = "gandiva"
     share = True
@@ -165,6 +256,12 @@ class Elastic(LAS):
 
     name = "elastic"
     elastic = True
+
+
+def _sorted_by(jobs: np.ndarray, key: np.ndarray, arrival: np.ndarray) -> list[int]:
+    """``jobs`` sorted by (``key``, ``arrival``, job index): the orders of SRTF, LAS and Tiresias, as one
+    ``np.lexsort`` (``(k,)`` arrays aligned with ``jobs``)."""
+    return jobs[np.lexsort((jobs, arrival, key))].tolist()
 
 
 _REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva, Elastic)}

@@ -28,13 +28,25 @@ nanoseconds by mistake), when the clock stops advancing for :data:`STUCK_STEPS` 
 no event is left while jobs wait, or, as a last resort, past ``max_events`` loop steps. A job whose
 completion is closer than the clock's resolution at ``now`` completes now (a rounding remainder).
 
-Placement: a job's GPUs are taken from the nodes with the most free GPUs first (consolidating it on
-as few nodes as possible); its iteration time depends on its GPU count and the slowest GPU type it
-got (:class:`doppler_gym.cluster.timing.IterationTimes`).
+Placement (type-aware): a job's GPUs are of one type. Each job ranks the cluster's GPU types by its
+iteration time at its GPU count (:meth:`ClusterSimulation.type_ranking`: fastest first, ties by name,
+types where it cannot run, time ``inf``, left out); a start takes the fastest type with enough room
+(free GPUs; for a preemptive scheduler, GPUs not given to an earlier job of the order), packed on
+the fewest nodes of that type (:func:`~doppler_gym.cluster.placement.pack`). Only a job that needs
+more GPUs than any one type it can run on has spans types (the fastest first), at its slowest GPU's
+pace; no other job spans types unless an :class:`~doppler_gym.cluster.schedulers.Allocation`
+puts it there. At each decision a running job moves to a faster type with room when that pays after
+the restore: its remaining solo time there plus ``preemption_cost`` is below its remaining time where
+it runs (:meth:`ClusterSimulation.migration_pays`). Ranking by type, not node, makes a run independent
+of the order the nodes are listed in (up to which of two equal nodes a job lands on). On a cluster of
+one GPU type none of this changes a decision. The free GPUs are indexed per node (sorted ids),
+counted per type, and the nodes of each type bucketed by their free count, so a start packs without
+scanning the cluster; the GPUs holding one single-GPU job (those a job may share) are indexed too.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -50,6 +62,8 @@ from doppler_gym.cluster.metrics import ClusterResult, summarise
 from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, JobTrace
+
+SPAN = "*span*"  # the "type" of a job that needs more GPUs than any one type it can run on has: it spans types
 
 # a job's status (ClusterSimulation.status)
 WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
@@ -76,6 +90,12 @@ class ClusterSimulation:
 
     :func:`doppler_gym.cluster.engine.simulate_cluster` takes each order from ``scheduler.order``;
     ``Doppler-Cluster-v0`` sends the agent's :class:`Allocation`.
+
+    A policy that allocates by GPU type reads :meth:`iteration_time` (``inf`` where a job cannot run),
+    :meth:`type_ranking` (the types a job can run on, fastest first), ``free_by_type`` and
+    ``type_capacity``, asks :meth:`free_gpus` for ``k`` free GPUs of a type (packed), and
+    :meth:`migration_pays` whether moving a running job to a type pays after the restore; it then sends
+    an :class:`Allocation` (which may put a job on GPUs of several types: it then runs at the slowest).
 
     Args:
         trace, cluster: the jobs and the cluster (every job is checked against the cluster here:
@@ -114,6 +134,9 @@ class ClusterSimulation:
         cross_bytes: ``(n,) float64`` [B] per iteration crossing between the job's nodes (0 on one node).
         alloc: ``n`` lists of the GPU ids each job holds; occupants: ``G`` lists of the jobs on each GPU (<= 2).
         gpu_slow: ``(G,) bool`` GPUs in a slow period.
+        gpu_types: the cluster's GPU types, sorted; type_capacity: ``{type: GPUs}``; free_by_type:
+            ``{type: free GPUs now}``; job_gpu_type: ``n`` entries, the type of the GPUs each job holds
+            (``None`` when it holds none or spans types).
         n_busy: GPUs holding at least one job; n_done: finished jobs.
         busy_gpu_s: [GPU s] with at least one job; work_gpu_s: [GPU s] solo-equivalent work delivered.
         util_t, util_v: [s] / [GPUs]: the number of busy GPUs from each time on (a step function).
@@ -125,7 +148,7 @@ class ClusterSimulation:
         self._rng_failures = np.random.default_rng(seed)
         self.interference = interference if interference is not None else GavelInterference()
         self.times = times if times is not None else IterationTimes(cluster)
-        _check_inputs(trace, cluster, checkpoints, preemption_cost)
+        _check_inputs(trace, cluster, checkpoints, preemption_cost, self.times)
         _check_can_finish(trace, cluster, self.times, failures, checkpoints)
         self.trace, self.cluster, self.scheduler, self.seed = trace, cluster, scheduler, seed
         self.failures, self.checkpoints = failures, checkpoints
@@ -168,6 +191,16 @@ class ClusterSimulation:
         """The GPUs' nodes and types, and the capacities of the finite uplinks."""
         self.gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])  # (G,) int64
         self.gpu_type = [cluster.nodes[k].gpu_type for k in self.gpu_node]  # G names
+        self.node_type = [nd.gpu_type for nd in cluster.nodes]  # (n_nodes,) names
+        self.gpu_types = tuple(sorted(set(self.node_type)))
+        self.type_capacity = {t: sum(nd.gpus for nd in cluster.nodes if nd.gpu_type == t) for t in self.gpu_types}
+        self.free_by_type = dict(self.type_capacity)  # {type: free GPUs}, kept by _start and _release
+        first = np.concatenate([[0], np.cumsum([nd.gpus for nd in cluster.nodes])])
+        self._free_on_node = [list(range(int(first[k]), int(first[k + 1]))) for k in range(len(cluster.nodes))]
+        # {type: {c: sorted ids of the nodes of that type with exactly c > 0 free GPUs}}: pack without a scan
+        self._by_free: dict[str, dict[int, list[int]]] = {t: {} for t in self.gpu_types}
+        for k, nd in enumerate(cluster.nodes):
+            bisect.insort(self._by_free[nd.gpu_type].setdefault(nd.gpus, []), k)
         self.node_rack = np.asarray(cluster.node_rack, dtype=np.int64)  # (n_nodes,)
         capacity: dict[tuple[str, int], float] = {}  # [B/s] of the finite shared links
         if math.isfinite(cluster.node_uplink_bandwidth):
@@ -181,6 +214,7 @@ class ClusterSimulation:
         jobs, n = self.jobs, self.n_jobs
         self.arrival = np.array([j.arrival for j in jobs], dtype=np.float64)
         self.requested = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self._need = self.requested.tolist()  # the same as Python ints, for the loops over an order
         self.job_types = [j.job_type for j in jobs]
         self.status = np.full(n, FUTURE, dtype=np.int8)
         self.progress = np.zeros(n)
@@ -200,6 +234,12 @@ class ClusterSimulation:
         self.stall_end = np.zeros(n)
         self.cross_bytes = np.zeros(n)
         self.alloc: list[list[int]] = [[] for _ in range(n)]
+        self._remaining = np.zeros(n)  # [solo s] the JobView's remaining (0 before arrival and once done)
+        self._pace_dirty: set[int] = set()  # running jobs whose GPU pace may have changed since the last refresh
+        self._lone: list[int] = []  # sorted ids of the GPUs holding exactly one job, a single-GPU one
+        self.job_gpu_type: list[str | None] = [None] * n
+        # (job, GPUs) -> types, fastest first; (job, -GPUs) -> GPUs of the largest of those types
+        self._ranking: dict[tuple[int, int], tuple[str, ...] | int] = {}
 
     # -- driving it --------------------------------------------------------------------------------
     def run_until_decision(self) -> JobView | None:
@@ -272,6 +312,126 @@ class ClusterSimulation:
                          busy_gpu_s=self.busy_gpu_s, work_gpu_s=self.work_gpu_s, util_t=np.array(self.util_t),
                          util_v=np.array(self.util_v), every=self.checkpoint_every)
 
+    # -- GPU types (public: for policies that allocate by type) ------------------------------------------
+    def iteration_time(self, i: int, gpu_type: str, k: int | None = None) -> float:
+        """[s] job ``i``'s iteration time on ``k`` GPUs (default: its request) of ``gpu_type``; ``inf`` where it
+        cannot run (its profile's ``inf`` or missing type: Gavel's zero throughputs)."""
+        job = self.jobs[i]
+        return float(self.times(job, gpu_type, int(self.requested[i]) if k is None else int(k)))
+
+    def type_ranking(self, i: int, k: int | None = None) -> tuple[str, ...]:
+        """The cluster's GPU types job ``i`` can run on at ``k`` GPUs (default: its request), fastest first
+        (ties by name); types where its iteration time is ``inf`` are left out. Cached per job and count."""
+        k = int(self.requested[i]) if k is None else int(k)
+        key = (i, k)
+        ranked = self._ranking.get(key)
+        if ranked is None:
+            t = {g: self.iteration_time(i, g, k) for g in self.gpu_types}
+            ranked = tuple(sorted((g for g in self.gpu_types if math.isfinite(t[g])), key=lambda g: (t[g], g)))
+            self._ranking[key] = ranked
+        return ranked
+
+    def free_gpus(self, k: int, gpu_type: str | None = None) -> list[int] | None:
+        """``k`` free GPUs of ``gpu_type`` packed on the fewest nodes of that type
+        (:func:`~doppler_gym.cluster.placement.pack`), or ``None`` if fewer are free; ``gpu_type=None``: of any
+        type (packed over every node, types mixed: O(nodes)). With a type: O(GPUs per node + nodes taken)."""
+        if gpu_type is None:
+            if k > self.n_gpus - self.n_busy:
+                return None
+            return pl.pack({nd: v for nd, v in enumerate(self._free_on_node) if v}, k)
+        if k > self.free_by_type.get(gpu_type, 0):
+            return None
+        return self._pack(k, gpu_type)
+
+    def _pack(self, k: int, gpu_type: str) -> list[int]:
+        """:func:`placement.pack` over the free GPUs of ``gpu_type`` (at least ``k``), from the nodes bucketed by
+        free count: the fullest node holding ``k`` (lowest id among equals), else the nodes with the most free
+        GPUs first. O(GPUs per node + nodes taken), not O(nodes)."""
+        buckets, free_on = self._by_free[gpu_type], self._free_on_node
+        fitting = [c for c in buckets if c >= k and buckets[c]]
+        if fitting:
+            return free_on[buckets[min(fitting)][0]][:k]
+        chosen: list[int] = []
+        for c in sorted((c for c in buckets if buckets[c]), reverse=True):
+            for nd in buckets[c]:
+                chosen += free_on[nd][: k - len(chosen)]
+                if len(chosen) == k:
+                    return chosen
+        return chosen
+
+    def _node_free_changed(self, nd: int, before: int) -> None:
+        """Move node ``nd`` from the free-count bucket ``before`` to its current one."""
+        buckets, after = self._by_free[self.node_type[nd]], len(self._free_on_node[nd])
+        if before:
+            buckets[before].remove(nd)
+        if after:
+            bisect.insort(buckets.setdefault(after, []), nd)
+
+    def migration_pays(self, i: int, gpu_type: str, k: int | None = None) -> bool:
+        """Whether running job ``i`` finishes sooner moving to ``k`` GPUs (default: the GPUs it holds) of
+        ``gpu_type``: its remaining solo time there plus ``preemption_cost`` is below its remaining solo time
+        (and restore) where it runs; its progress carries over (iterations done and checkpoint phase)."""
+        job, every = self.jobs[i], self.checkpoint_every[i]
+        k = int(self.gpus_held[i]) if k is None else int(k)
+        t_old, t_new = float(self.iter_time[i]), self.iteration_time(i, gpu_type, k)
+        if not t_new < t_old:
+            return False
+        left_old = self.work[i] - self.progress[i] + max(0.0, self.stall_end[i] - self.now)
+        done_new = fl.rescale(self.progress[i], t_old, t_new, every, job.checkpoint_cost)
+        left_new = fl.total_work(job.iterations, t_new, every, job.checkpoint_cost) - done_new
+        return left_new + self.preemption_cost < left_old * (1 - 1e-12)
+
+    def _pick_type(self, i: int, k: int, room: dict[str, int], current: str | None) -> str | None:
+        """The type job ``i`` runs on at ``k`` GPUs given ``room`` (``{type: GPUs it may take}``): the fastest with
+        room; a running job (on ``current``) stays unless moving there pays. :data:`SPAN` for a job larger
+        than every type it can run on, when their room together holds it; ``None``: it does not fit now."""
+        ranked = self.type_ranking(i, k)
+        best = None
+        for t in ranked:
+            if room.get(t, 0) >= k:
+                best = t
+                break
+        if best is None:
+            if k > self._largest_type(i, k) and sum(room.get(t, 0) for t in ranked) >= k:
+                return SPAN
+            return None
+        if current is not None and current != best and room.get(current, 0) >= k \
+                and not self.migration_pays(i, best, k):
+            return current
+        return best
+
+    def _largest_type(self, i: int, k: int) -> int:
+        """GPUs of the largest type job ``i`` can run on at ``k`` GPUs (cached)."""
+        key = (i, -k)  # beside type_ranking's (i, k) entries
+        got = self._ranking.get(key)
+        if got is None:
+            got = self._ranking[key] = max(self.type_capacity[t] for t in self.type_ranking(i, k))
+        return got  # type: ignore[return-value]
+
+    def _take(self, room: dict[str, int], i: int, gpu_type: str, k: int) -> None:
+        """Book ``k`` GPUs of ``gpu_type`` (for :data:`SPAN`: the fastest types first) out of ``room``."""
+        if gpu_type != SPAN:
+            room[gpu_type] -= k
+            return
+        for t in self.type_ranking(i, k):
+            got = min(k, room.get(t, 0))
+            room[t] = room.get(t, 0) - got
+            k -= got
+
+    def _gpus_for(self, i: int, gpu_type: str, k: int) -> list[int] | None:
+        """Free GPUs for job ``i``: ``k`` of ``gpu_type`` packed, or for :data:`SPAN` the free GPUs of its types,
+        fastest type first, each packed (as :meth:`_take` books them); ``None`` if too few are free."""
+        if gpu_type != SPAN:
+            return self.free_gpus(k, gpu_type)
+        out: list[int] = []
+        for t in self.type_ranking(i, k):
+            take = min(k - len(out), self.free_by_type[t])
+            if take:
+                out += self.free_gpus(take, t)
+            if len(out) == k:
+                return sorted(out)
+        return None
+
     def _over_cap_message(self) -> str:
         """Why the run hit ``max_events``: what is left, and the likely cause."""
         return (f"cluster simulation exceeded max_events={self.max_events:,} loop steps at t={self.now:.6g} s with "
@@ -303,15 +463,19 @@ class ClusterSimulation:
     def _view(self) -> JobView | None:
         """What a decision maker reads now (``None`` when no job waits or runs)."""
         # JobTrace order is arrival order, so the active jobs come out of flatnonzero already sorted.
-        active = np.flatnonzero((self.status == WAITING) | (self.status == RUNNING)).tolist()
-        if not active:
+        active_idx = np.flatnonzero((self.status == WAITING) | (self.status == RUNNING))
+        if not active_idx.size:
             return None
-        # remaining solo time: on the current allocation, or (never started) on the requested GPUs
-        remaining = np.where(np.isnan(self.iter_time), self.solo_total, self.work - self.progress)
+        active = active_idx.tolist()
+        # remaining solo time: on the current allocation, or (never started) on the requested GPUs of the fastest
+        # type; recomputed for the active jobs only (the others' entries were set when they last changed)
+        a = active_idx
+        remaining = self._remaining
+        remaining[a] = np.where(np.isnan(self.iter_time[a]), self.solo_total[a], self.work[a] - self.progress[a])
         return JobView(now=self.now, active=active, arrival=self.arrival, gpus=self.requested,
                        running=self.status == RUNNING, attained=self.attained, remaining=remaining,
                        completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
-                       restarting=self.status == RESTARTING)
+                       restarting=self.status == RESTARTING, active_idx=active_idx)
 
     def _close_event(self) -> None:
         """After a decision point: queue a round tick if one is due, record the busy GPUs."""
@@ -366,6 +530,7 @@ class ClusterSimulation:
             self.progress[i] = self.work[i]
             self._release(i)  # a partner's solo speed is restored by the decision's _refresh_speeds()
             self.status[i] = DONE
+            self._remaining[i] = 0.0
             self.completion[i] = self.now
             self.n_done += 1
         return bool(finished.size)
@@ -401,15 +566,18 @@ class ClusterSimulation:
                 self.gpu_slow[subject] = False
             else:  # RESUME: not a decision point
                 resumed = True
+                self._pace_dirty.add(subject)
                 continue
             scheduling = True
         return scheduling, resumed
 
     def _on_arrival(self, i: int) -> None:
-        """Job ``i`` waits; its solo duration on the requested GPUs (of the first node's type) is set, for SRTF."""
+        """Job ``i`` waits; its solo duration on the requested GPUs of its fastest type is set, for SRTF."""
         self.status[i] = WAITING
         job = self.jobs[i]
-        t = self.times(job, self.gpu_type[0], job.gpus)
+        ranked = self.type_ranking(i)
+        t = self.times(job, ranked[0], job.gpus) if ranked else max(self.times(job, g, job.gpus)
+                                                                    for g in self.gpu_types)
         self.solo_total[i] = fl.total_work(job.iterations, t, self.checkpoint_every[i], job.checkpoint_cost)
 
     def _on_failure(self) -> None:
@@ -426,6 +594,7 @@ class ClusterSimulation:
         back = fl.rollback(self.progress[i], self.iter_time[i], self.checkpoint_every[i], job.checkpoint_cost)
         self.lost[i] += self.progress[i] - back
         self.progress[i] = back
+        self._remaining[i] = self.work[i] - back  # (a restarting job is not active: not recomputed by _view)
         self.interruptions[i] += 1
         self._release(i)
         self.stall_end[i] = 0.0
@@ -449,12 +618,29 @@ class ClusterSimulation:
         self.alloc[i] = list(gpus)
         self.gpus_held[i] = len(gpus)
         occupants, n_busy = self.occupants, self.n_busy  # locals: a start happens once per job and decision
+        gpu_node, gpu_type, free_on, free_by_type = self.gpu_node, self.gpu_type, self._free_on_node, self.free_by_type
         for g in gpus:
-            n_busy += not occupants[g]
+            if not occupants[g]:
+                n_busy += 1
+                nd = gpu_node[g]
+                free_on[nd].remove(g)
+                self._node_free_changed(nd, len(free_on[nd]) + 1)
+                free_by_type[gpu_type[g]] -= 1
             occupants[g].append(i)
         self.n_busy = n_busy
+        lone = self._lone
+        for g in gpus:  # the GPUs that now hold exactly one single-GPU job (those a waiting job may share)
+            if len(occupants[g]) == 1 and len(gpus) == 1:
+                bisect.insort(lone, g)
+            elif len(occupants[g]) == 2:
+                lone.remove(g)
+        types = {gpu_type[g] for g in gpus}
+        self.job_gpu_type[i] = types.pop() if len(types) == 1 else None
         self.status[i] = RUNNING
         self.speed[i] = 1.0  # _refresh_speeds() sets the shared, slowed and restoring ones
+        self._pace_dirty.add(i)
+        for g in gpus:
+            self._pace_dirty.update(occupants[g])
         if np.isnan(self.first_start[i]):
             self.first_start[i] = self.now
         if self.suspended[i] and self.preemption_cost > 0:
@@ -465,10 +651,22 @@ class ClusterSimulation:
 
     def _release(self, i: int) -> None:
         """Job ``i`` leaves its GPUs."""
+        single = len(self.alloc[i]) == 1
         for g in self.alloc[i]:
             self.occupants[g].remove(i)
-            self.n_busy -= not self.occupants[g]
+            self._pace_dirty.update(self.occupants[g])
+            if single and not self.occupants[g]:
+                self._lone.remove(g)
+            elif len(self.occupants[g]) == 1:  # a shared GPU (both jobs single-GPU) keeps its other job
+                bisect.insort(self._lone, g)
+            if not self.occupants[g]:
+                self.n_busy -= 1
+                nd = self.gpu_node[g]
+                bisect.insort(self._free_on_node[nd], g)
+                self._node_free_changed(nd, len(self._free_on_node[nd]) - 1)
+                self.free_by_type[self.gpu_type[g]] += 1
         self.alloc[i] = []
+        self.job_gpu_type[i] = None
         self.gpus_held[i] = 0
         self.speed[i] = 0.0
 
@@ -500,24 +698,34 @@ class ClusterSimulation:
         spans_nodes = len({gpu_node[g] for g in gpus}) > 1
         self.cross_bytes[i] = times.cross_bytes(job, slowest, k) if spans_nodes else 0.0
 
-    def _free_gpus(self, k: int) -> list[int] | None:
-        """``k`` free GPUs packed on the fewest nodes, or ``None`` if fewer are free."""
-        if k > self.n_gpus - self.n_busy:
-            return None
-        return pl.pack(pl.free_by_node(self.occupants, self.gpu_node), k)
-
     def _shared_gpus(self, i: int) -> list[int] | None:
-        """GPUs holding one job each that waiting job ``i`` may share (:func:`placement.shared`), or ``None``."""
-        return pl.shared(self.job_types[i], int(self.requested[i]), self.occupants, self.job_types, self.gpu_type,
-                         self.interference)
+        """A GPU holding one single-GPU job that waiting single-GPU job ``i`` may share
+        (:func:`placement.shared`), on its fastest type that has one, or ``None``."""
+        if self.requested[i] != 1 or not self._lone:
+            return None
+        for t in self.type_ranking(i):
+            got = pl.shared(self.job_types[i], 1, self.occupants, self.job_types, self.gpu_type, self.interference,
+                            gpus_held=self.gpus_held, gpu_types=(t,), candidates=self._lone)
+            if got is not None:
+                return got
+        return None
 
     # -- speeds ----------------------------------------------------------------------------------------
     def _refresh_speeds(self) -> None:
-        """Every running job's speed: the lower of its GPUs' pace and its share of the uplinks."""
-        run = np.flatnonzero(self.status == RUNNING).tolist()
-        shares = self._bandwidth_shares(run) if self.link_capacity else {}
-        for i in run:
-            self.speed[i] = min(self._gpu_pace(i), shares.get(i, 1.0))
+        """Every running job's speed: the lower of its GPUs' pace and its share of the uplinks. Without
+        stragglers or finite uplinks only sharing and restores move a pace off 1, so only the jobs marked
+        since the last refresh (started, left alone on a GPU, or at a restore's end) are recomputed."""
+        dirty, self._pace_dirty = self._pace_dirty, set()
+        if self._slow_rate > 0 or self.link_capacity:
+            run = np.flatnonzero(self.status == RUNNING).tolist()
+            shares = self._bandwidth_shares(run) if self.link_capacity else {}
+            for i in run:
+                self.speed[i] = min(self._gpu_pace(i), shares.get(i, 1.0))
+            return
+        status = self.status
+        for i in dirty:
+            if status[i] == RUNNING:
+                self.speed[i] = self._gpu_pace(i)
 
     def _gpu_pace(self, i: int) -> float:
         """Solo seconds per second of job ``i`` on its GPUs: the worst sharing fraction over them, times the
@@ -543,76 +751,194 @@ class ClusterSimulation:
 
     # -- allocating by an order ----------------------------------------------------------------------
     def _admit_prefix(self, order: list[int]) -> None:
-        """Preemptive: run the greedy prefix of ``order`` that fits (grown into the spare GPUs if elastic),
-        suspend the running jobs outside it or resized, start the admitted waiting ones packed."""
-        is_running = (self.status == RUNNING).tolist()
-        need = self.requested.tolist()
-        budget, keep = self.n_gpus, []
+        """Preemptive: run the greedy prefix of ``order`` that fits, each job on the type :meth:`_pick_type` gives
+        it within the room the earlier jobs leave (grown into the spare GPUs of its type if elastic); suspend
+        the running jobs outside it, moved to another type or resized; start the admitted waiting ones packed."""
+        if len(self.gpu_types) == 1 and not self.scheduler.elastic:
+            self._admit_prefix_one_type(order)
+            return
+        running = np.flatnonzero(self.status == RUNNING).tolist()
+        is_running = set(running)
+        need = self._need
+        room = dict(self.type_capacity)
+        placed: dict[int, str] = {}  # admitted job -> its type (or SPAN)
+        alloc = self.alloc  # a local: these loops run over every active job at every decision
+        left = self.n_gpus  # GPUs in room, all types
+        only = self.gpu_types[0] if len(self.gpu_types) == 1 else None  # one type: every job runs on it
+        biggest = max(room.values())  # [GPUs] the most room of one type
         for i in order:
-            if need[i] <= budget:
-                keep.append(i)
-                budget -= need[i]
-        size = {i: need[i] for i in keep}
+            if need[i] > left:
+                if left == 0:
+                    break  # the cluster is booked: no later job can be admitted
+                continue
+            if only is not None:
+                placed[i] = only
+                room[only] -= need[i]
+                left -= need[i]
+                continue
+            if need[i] > biggest and need[i] <= self._largest_type(i, need[i]):
+                continue  # no type has room for it, and it does not span types
+            current = self.job_gpu_type[i] if i in is_running else None
+            if i in is_running and current is None and self._keeps_span(i, room):
+                placed[i] = SPAN
+                left -= need[i]
+                biggest = max(room.values())
+                continue
+            t = self._pick_type(i, need[i], room, current)
+            if t is not None:
+                placed[i] = t
+                self._take(room, i, t, need[i])
+                left -= need[i]
+                biggest = max(room.values())
+        size = {i: need[i] for i in placed}
         if self.scheduler.elastic:
-            self._grow(keep, size, budget)
-        alloc, status = self.alloc, self.status  # locals: these loops run over every active job at every decision
-        for i in order:
-            if is_running[i] and (i not in size or len(alloc[i]) != size[i]):
+            self._grow(placed, size, room)
+        for i in running:  # (the state after the preemptions does not depend on their order)
+            if i not in placed or len(alloc[i]) != size[i] or (placed[i] != SPAN and placed[i] != self.job_gpu_type[i]):
                 self._preempt(i)
-        for i in keep:
-            if status[i] != RUNNING:
-                self._start(i, self._free_gpus(size[i]))
+        for i, t in placed.items():
+            if self.status[i] != RUNNING:
+                gpus = self._gpus_for(i, t, size[i])
+                if gpus is not None:  # always, but for a span that took other types than booked (then it waits)
+                    self._start(i, gpus)
 
-    def _grow(self, keep: list[int], size: dict[int, int], spare: int) -> None:
-        """Give ``spare`` GPUs one at a time to the admitted job with the largest t(k) / t(k + 1) > 1 (``size``: GPUs
-        per admitted job, updated)."""
-        heap = [(-self._speedup_of_one_more_gpu(i, size[i]), pos, i) for pos, i in enumerate(keep)]
+    def _admit_prefix_one_type(self, order: list[int]) -> None:
+        """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic), in NumPy: the prefix of ``order`` whose
+        GPUs add up to at most the cluster's is admitted at once (a cumulative sum), then each later job that
+        fits the GPUs left, in order; the same decisions as the loop, at O(log) Python steps per skipped job."""
+        jobs = np.asarray(order, dtype=np.int64)
+        need = self.requested[jobs]
+        total = np.cumsum(need)
+        pos = int(np.searchsorted(total, self.n_gpus, side="right"))  # jobs[:pos] fit, in order
+        chosen = [jobs[:pos]]
+        left = self.n_gpus - (int(total[pos - 1]) if pos else 0)
+        while left > 0 and pos < len(jobs):
+            fits = np.flatnonzero(need[pos:] <= left)
+            if not fits.size:
+                break
+            pos += int(fits[0])
+            chosen.append(jobs[pos:pos + 1])
+            left -= int(need[pos])
+            pos += 1
+        admitted = np.concatenate(chosen)
+        keep = np.zeros(self.n_jobs, dtype=bool)
+        keep[admitted] = True
+        status = self.status
+        for i in np.flatnonzero((status == RUNNING) & ~keep).tolist():
+            self._preempt(i)
+        t = self.gpu_types[0]
+        for i in admitted[status[admitted] != RUNNING].tolist():
+            self._start(i, self._pack(self._need[i], t))
+
+    def _keeps_span(self, i: int, room: dict[str, int]) -> bool:
+        """Running job ``i`` spans types and ``room`` still holds its GPUs of each type (then they are booked)."""
+        count: dict[str, int] = {}
+        for g in self.alloc[i]:
+            count[self.gpu_type[g]] = count.get(self.gpu_type[g], 0) + 1
+        if any(room.get(t, 0) < c for t, c in count.items()) or \
+                self.requested[i] <= max((self.type_capacity[t] for t in self.type_ranking(i)), default=0):
+            return False
+        for t, c in count.items():
+            room[t] -= c
+        return True
+
+    def _grow(self, placed: dict[int, str], size: dict[int, int], room: dict[str, int]) -> None:
+        """Give the spare GPUs of each type (``room``) one at a time to the admitted job on that type with the
+        largest t(k) / t(k + 1) > 1 (``size``: GPUs per admitted job, updated); jobs spanning types do not grow."""
+        heap = [(-self._speedup_of_one_more_gpu(i, size[i], t), pos, i) for pos, (i, t) in enumerate(placed.items())
+                if t != SPAN]
         heapq.heapify(heap)
-        while spare > 0 and heap:
+        while heap:
             g, pos, i = heapq.heappop(heap)
             if -g <= 1.0 + 1e-12:
                 break
+            t = placed[i]
+            if room[t] <= 0:
+                continue  # its type is full: the job stops growing
             size[i] += 1
-            spare -= 1
-            heapq.heappush(heap, (-self._speedup_of_one_more_gpu(i, size[i]), pos, i))
+            room[t] -= 1
+            heapq.heappush(heap, (-self._speedup_of_one_more_gpu(i, size[i], t), pos, i))
 
-    def _speedup_of_one_more_gpu(self, i: int, k: int) -> float:
-        """t(k) / t(k + 1) of job ``i`` on the first node's GPU type (1 at its ``max_gpus`` or the cluster's size)."""
+    def _speedup_of_one_more_gpu(self, i: int, k: int, gpu_type: str) -> float:
+        """t(k) / t(k + 1) of job ``i`` on ``gpu_type`` (1 at its ``max_gpus`` or the type's size)."""
         job = self.jobs[i]
-        if k >= min(job.max_gpus, self.n_gpus):
+        if k >= min(job.max_gpus, self.type_capacity[gpu_type]):
             return 1.0
-        return self.times(job, self.gpu_type[0], k) / self.times(job, self.gpu_type[0], k + 1)
+        return self.times(job, gpu_type, k) / self.times(job, gpu_type, k + 1)
 
     def _backfill(self, order: list[int]) -> list[int]:
-        """Non-preemptive: start the waiting jobs of ``order`` that fit on free GPUs, in order; the others, returned."""
-        is_running = (self.status == RUNNING).tolist()
-        need = self.requested.tolist()
-        left = []
-        for i in order:
-            if not is_running[i]:
-                got = self._free_gpus(need[i])
-                if got is None:
-                    left.append(i)
-                else:
-                    self._start(i, got)
+        """Non-preemptive: in ``order``, a running job moves to a faster type with free GPUs when that pays
+        (:meth:`migration_pays`), a waiting job starts on the fastest type with enough free GPUs; the waiting
+        jobs that did not start are returned. Without the scheduler's ``backfill`` (strict FIFO), no waiting
+        job starts after the first one that does not fit."""
+        is_running = set(np.flatnonzero(self.status == RUNNING).tolist())
+        need = self._need
+        backfill = getattr(self.scheduler, "backfill", True)
+        several_types = len(self.gpu_types) > 1
+        left: list[int] = []
+        for pos, i in enumerate(order):
+            if i in is_running:
+                if several_types:
+                    self._move_to_faster_type(i)
+                continue
+            if self.n_busy == self.n_gpus and not several_types:  # nothing more can start (or move)
+                left += [j for j in order[pos:] if j not in is_running] if self.scheduler.share else []
+                break
+            if (left and not backfill) or need[i] > self.n_gpus - self.n_busy:
+                left.append(i)
+                continue
+            t = self._pick_type(i, need[i], self.free_by_type, None)
+            got = None if t is None else self._gpus_for(i, t, need[i])
+            if got is None:
+                left.append(i)
+            else:
+                self._start(i, got)
         return left
 
+    def _move_to_faster_type(self, i: int) -> None:
+        """Running job ``i`` moves to the fastest type, faster than where it runs, with enough free GPUs, if
+        that pays (:meth:`migration_pays`); the move is a migration (its restore costs ``preemption_cost``)."""
+        k = int(self.gpus_held[i])
+        for t in self.type_ranking(i, k):
+            if t == self.job_gpu_type[i]:
+                return  # no faster type
+            if self.free_by_type[t] >= k and self.migration_pays(i, t, k):
+                self._preempt(i)
+                self._start(i, self.free_gpus(k, t))
+                return
+
     def _migrate_off_shared(self, order: list[int]) -> None:
-        """A running job sharing a GPU moves to free GPUs when enough are free (a migration: its restore
-        costs ``preemption_cost``)."""
-        for i in order:
-            if self.status[i] == RUNNING and any(len(self.occupants[g]) > 1 for g in self.alloc[i]):
-                free = self._free_gpus(int(self.requested[i]))
+        """Gandiva: a running job sharing a GPU moves to free GPUs when its fastest type with room has enough
+        (a migration: its restore costs ``preemption_cost``)."""
+        if self.n_busy == self.n_gpus:
+            return  # no free GPU to move to
+        occupants, alloc = self.occupants, self.alloc
+        # only single-GPU jobs share, two to a GPU: the sharing jobs are the occupants of the GPUs that are
+        # neither free nor lone, held by a single-GPU job
+        sharing = {j for j in np.flatnonzero(self.gpus_held == 1).tolist() if len(occupants[alloc[j][0]]) > 1}
+        for i in [i for i in order if i in sharing]:
+            if self.n_busy < self.n_gpus and len(occupants[alloc[i][0]]) > 1:  # (its partner may have moved)
+                k = int(self.requested[i])
+                t = self._pick_type(i, k, self.free_by_type, None)
+                free = None if t is None else self._gpus_for(i, t, k)
                 if free is not None:
                     self._preempt(i)
                     self._start(i, free)
 
     def _start_shared(self, waiting: list[int]) -> None:
         """Start the jobs of ``waiting`` on GPUs they may share, in order, where there are such GPUs."""
+        failed: set[tuple[str, tuple[str, ...]]] = set()  # (job type, type ranking) with no GPU to share
         for i in waiting:
+            if not self._lone:
+                return  # no GPU holds a lone single-GPU job (and a start does not make one)
+            key = (self.job_types[i], self.type_ranking(i))
+            if key in failed:
+                continue  # a start only takes shareable GPUs away: it stays without one
             got = self._shared_gpus(i)
             if got is not None:
                 self._start(i, got)
+            elif self.requested[i] == 1:
+                failed.add(key)
 
     # -- an explicit allocation ----------------------------------------------------------------------
     def _checked_allocation(self, plan: Allocation) -> dict[int, list[int]]:
@@ -630,6 +956,12 @@ class ClusterSimulation:
             if not (self.requested[i] <= len(gs) <= self.jobs[i].max_gpus):
                 raise ValueError(f"{where}: job {i} got {len(gs)} GPUs; it needs between gpus={self.requested[i]} "
                                  f"and max_gpus={self.jobs[i].max_gpus}")
+            slow = [t for t in sorted({self.gpu_type[g] for g in gs})
+                    if not math.isfinite(self.iteration_time(i, t, len(gs)))]
+            if slow:
+                raise ValueError(f"{where}: job {i} cannot run on {len(gs)} GPUs of type {slow[0]!r} (iteration time "
+                                 f"inf: Gavel measured throughput 0, or its profile leaves the type out); give it GPUs "
+                                 f"of {', '.join(self.type_ranking(i, len(gs))) or 'another size'}")
             want[i] = gs
             count[gs] += 1
         if count.max(initial=0) > 2:
@@ -641,6 +973,9 @@ class ClusterSimulation:
         types = self.job_types
         for g in np.flatnonzero(count == 2).tolist():
             a, b = on[g]
+            if len(want[a]) > 1 or len(want[b]) > 1:
+                raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g}: only single-GPU jobs share (Gavel "
+                                 f"measured co-location at one GPU only)")
             pair = self.interference(types[a], types[b], self.gpu_type[g])
             if pair is None or not (pair[0] > 0 and pair[1] > 0):
                 raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g} (interference model: "
@@ -648,22 +983,40 @@ class ClusterSimulation:
         return want
 
 
-def _check_inputs(trace: JobTrace, cluster: Cluster, checkpoints: str, preemption_cost: float) -> None:
+def _check_runs_somewhere(job: Job, cluster: Cluster, per_type: dict[str, int], times: IterationTimes) -> None:
+    """``ValueError`` unless some GPU type of ``cluster`` can run profile job ``job`` at its GPU count (a finite
+    iteration time there), or its types together hold it when it needs more GPUs than any one of them has;
+    ``per_type``: ``{GPU type: GPUs}`` of the cluster."""
+    k, types_here = job.gpus, sorted(per_type)
+    able = [t for t in types_here if math.isfinite(times(job, t, k))]
+    capacity = sum(per_type[t] for t in able)
+    if able and capacity >= k:
+        return
+    if not able:
+        raise ValueError(f"Job {job.job_id} ({job.job_type}) cannot run on any GPU type of cluster {cluster.name!r} "
+                         f"({', '.join(types_here)}) at {k} GPU(s): its profile gives no finite iteration time for "
+                         f"them (inf: Gavel measured throughput 0; a type left out: not profiled). Add a GPU type it "
+                         f"runs on (its profile has {', '.join(sorted(job.profile))}) or drop the job")
+    raise ValueError(f"Job {job.job_id} ({job.job_type}): needs {k} GPUs but the types it can run on "
+                     f"({', '.join(able)}) have {capacity} in cluster {cluster.name!r}; add GPUs of those types")
+
+
+def _check_inputs(trace: JobTrace, cluster: Cluster, checkpoints: str, preemption_cost: float,
+                  times: IterationTimes) -> None:
     """Raise ``ValueError`` for anything a run could trip on, before it starts."""
     if not (isinstance(preemption_cost, (int, float)) and math.isfinite(preemption_cost) and preemption_cost >= 0):
         raise ValueError(f"preemption_cost must be a finite time >= 0 [s], got {preemption_cost!r}")
     if checkpoints not in ("fixed", "young"):
         raise ValueError(f"checkpoints={checkpoints!r}: must be 'fixed' (each job's checkpoint_every) or 'young'")
-    types_here = sorted({nd.gpu_type for nd in cluster.nodes})
+    per_type: dict[str, int] = {}
+    for nd in cluster.nodes:
+        per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
+    n_gpus = cluster.n_gpus
     for j in trace.jobs:
-        if j.gpus > cluster.n_gpus:
-            raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {cluster.n_gpus} GPUs "
-                             f"({cluster.name})")
+        if j.gpus > n_gpus:
+            raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {n_gpus} GPUs ({cluster.name})")
         if j.profile is not None:
-            missing = [t for t in types_here if t not in j.profile and "*" not in j.profile]
-            if missing:
-                raise ValueError(f"Job {j.job_id}: profile has no iteration times for GPU type(s) {missing} of "
-                                 f"cluster {cluster.name!r}; give them or a '*' entry")
+            _check_runs_somewhere(j, cluster, per_type, times)
         else:
             unknown = sorted(set(j.workload_params) - set(workloads.params(j.workload)))  # unknown name raises
             if unknown:

@@ -43,6 +43,10 @@ def sub_topology(node: Node, k: int, cluster: Cluster) -> Topology:
 class IterationTimes:
     """Iteration time [s] of a job on ``k`` GPUs of a type, cached across jobs and runs of one object.
 
+    Calling it, ``times(job, gpu_type, k)``, gives ``inf`` where the job cannot run: its profile marks
+    that count ``inf`` on that type (Gavel's zero throughputs), leaves the type out (with no ``"*"``), or
+    scales an unprofiled count from an ``inf`` one.
+
     Args:
         cluster: the cluster whose node presets and inter-node links the sub-topologies come from.
         placement: how a graph job's operations are placed on its ``k`` GPUs: a baseline name
@@ -65,8 +69,8 @@ class IterationTimes:
     def __call__(self, job: Job, gpu_type: str, k: int) -> float:
         if job.profile is not None:
             row = job.profile.get(gpu_type, job.profile.get("*"))
-            if row is None:
-                raise ValueError(f"Job {job.job_id}: profile has no entry for GPU type {gpu_type!r} (nor '*')")
+            if row is None:  # a type the profile leaves out: the job cannot run on it
+                return math.inf
             if k in row:
                 return row[k]
             known = sorted(row)

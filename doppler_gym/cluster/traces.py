@@ -8,6 +8,8 @@
 - :func:`load` ``("gavel-msr")``: Gavel's synthetic Philly-like trace (533 jobs, MIT licence; see
   ``data/README.md``) with each job's iteration times taken from Gavel's measured solo throughputs
   on K80, P100 and V100 GPUs.
+- :func:`load_gavel_trace`: a trace file in Gavel's 10-column format (its physical-cluster traces,
+  or those its generator writes), each job timed by Gavel's measured throughputs (:func:`gavel_profile`).
 - :func:`load` ``("pollux-workload-1")``: the Pollux/AdaptDL simulator's workload 1 (160 jobs over
   8 hours: CIFAR-10, NCF, DeepSpeech2, BERT, YOLOv3, ImageNet; Apache-2.0, see ``data/README.md``)
   with iterations and iteration times from Pollux's measured application traces
@@ -20,8 +22,11 @@ import csv
 import io
 import json
 import math
+import os
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -138,16 +143,134 @@ def load(name: str, *, limit: int | None = None, checkpoint_every: int | None = 
     if name.startswith("pollux"):
         rows = list(csv.DictReader(io.StringIO(text)))[:limit]
         return JobTrace(tuple(_pollux_jobs(rows, checkpoint_every, checkpoint_cost)), name=name)
-    table = gavel_table()
     jobs = []
     for i, row in enumerate(csv.DictReader(io.StringIO(text))):
         if limit is not None and i >= limit:
             break
         jtype, scale = row["job_type"], int(row["scale_factor"])
-        profile = {gt: {int(k): 1.0 / v for k, v in t["solo_steps_per_s"][jtype].items() if v > 0}
-                   for gt, t in table.items() if jtype in t["solo_steps_per_s"]}
-        profile = {gt: p for gt, p in profile.items() if p}
         jobs.append(Job(job_id=i, arrival=float(row["arrival_s"]), iterations=int(row["total_steps"]), gpus=scale,
-                        workload=None, profile=profile, checkpoint_every=checkpoint_every,
+                        workload=None, profile=gavel_profile(jtype), checkpoint_every=checkpoint_every,
                         checkpoint_cost=checkpoint_cost, job_type=jtype))
     return JobTrace(tuple(jobs), name=name)
+
+
+def gavel_job_types() -> tuple[str, ...]:
+    """The job types Gavel measured (``"ResNet-18 (batch size 32)"``, ...), sorted."""
+    return tuple(sorted({jt for t in gavel_table().values() for jt in t["solo_steps_per_s"]}))
+
+
+def gavel_profile(job_type: str) -> dict[str, dict[int, float]]:
+    """A Gavel job type's iteration times ``{gpu_type: {scale factor: 1 / throughput [s]}}`` from Gavel's
+    measured solo throughputs [steps/s] (``simulation_throughputs.json``, shipped converted); a throughput
+    of 0 (the job cannot run there, e.g. ResNet-50 at batch 128 on 2+ K80s) becomes ``inf``, which keeps the
+    job off that type at that count. ``ValueError`` for a type Gavel never measured."""
+    table = gavel_table()
+    profile = {gt: {int(k): (1.0 / v if v > 0 else math.inf) for k, v in t["solo_steps_per_s"][job_type].items()}
+               for gt, t in table.items() if job_type in t["solo_steps_per_s"]}
+    if not profile:
+        raise ValueError(f"job type {job_type!r} was never measured by Gavel; known types: "
+                         f"{', '.join(gavel_job_types())}")
+    return profile
+
+
+GAVEL_TRACE_FIELDS = ("job type", "command", "working directory", "num-steps argument", "needs data dir",
+                      "total steps", "scale factor", "priority weight", "SLO", "arrival time")
+
+
+@dataclass(frozen=True)
+class GavelJobs:
+    """The jobs of a Gavel-format trace as arrays (``n`` jobs in file order).
+
+    Attributes:
+        job_type: ``n`` Gavel job-type names (``"ResNet-18 (batch size 128)"``).
+        total_steps: ``(n,) int64`` steps to train.
+        scale_factor: ``(n,) int64`` [GPUs].
+        weight: ``(n,) float64`` priority weights.
+        arrival: ``(n,) float64`` [s].
+    """
+
+    job_type: tuple[str, ...]
+    total_steps: np.ndarray
+    scale_factor: np.ndarray
+    weight: np.ndarray
+    arrival: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.job_type)
+
+
+def read_gavel_jobs(path: str | os.PathLike, *, limit: int | None = None) -> GavelJobs:
+    """The rows of a trace file in Gavel's format (``scheduler/utils.py:parse_trace``): one job per line, 10
+    tab-separated fields (:data:`GAVEL_TRACE_FIELDS`: job type, command, working directory, num-steps
+    argument, needs-data-dir 0/1, total steps, scale factor [GPUs], priority weight, SLO (-1: none),
+    arrival time [s]); the command, directory and SLO are not kept. ``limit`` keeps the first jobs.
+
+    Raises ``ValueError`` naming the file, line and field of the first bad row (a wrong field count, a job type
+    Gavel never measured, a non-integer step count or scale factor, a weight that is not > 0, a negative arrival).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as e:
+        raise ValueError(f"trace file {str(path)!r} cannot be read ({e.strerror or e}); give a Gavel-format "
+                         f".trace file") from None
+    known = set(gavel_job_types())
+    rows: list[tuple[str, int, int, float, float]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if limit is not None and len(rows) >= limit:
+            break
+        where = f"{path}:{n}"
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != len(GAVEL_TRACE_FIELDS):
+            raise ValueError(f"{where}: {len(fields)} tab-separated fields, Gavel's trace format has "
+                             f"{len(GAVEL_TRACE_FIELDS)} ({', '.join(GAVEL_TRACE_FIELDS)})")
+        jtype = fields[0]
+        if jtype not in known:
+            raise ValueError(f"{where}: field 1 (job type) {jtype!r} was never measured by Gavel, so it has no "
+                             f"throughputs; use one of: {', '.join(sorted(known))}")
+        steps = _field_int(fields[5], where, 6, "total steps")
+        scale = _field_int(fields[6], where, 7, "scale factor")
+        weight = _field_float(fields[7], where, 8, "priority weight")
+        if not weight > 0:
+            raise ValueError(f"{where}: field 8 (priority weight) {fields[7]!r} must be a number > 0")
+        arrival = _field_float(fields[9], where, 10, "arrival time")
+        if not arrival >= 0:
+            raise ValueError(f"{where}: field 10 (arrival time) {fields[9]!r} must be a time >= 0 [s]")
+        rows.append((jtype, steps, scale, weight, arrival))
+    if not rows:
+        raise ValueError(f"{path}: no jobs; a Gavel trace has one job per line, 10 tab-separated fields")
+    return GavelJobs(tuple(r[0] for r in rows), np.array([r[1] for r in rows], dtype=np.int64),
+                     np.array([r[2] for r in rows], dtype=np.int64), np.array([r[3] for r in rows], dtype=np.float64),
+                     np.array([r[4] for r in rows], dtype=np.float64))
+
+
+def load_gavel_trace(path: str | os.PathLike, *, limit: int | None = None, checkpoint_every: int | None = None,
+                     checkpoint_cost: float = 0.0) -> JobTrace:
+    """A trace file in Gavel's format (:func:`read_gavel_jobs`, with its errors) as a :class:`JobTrace`: each
+    job's iteration times are :func:`gavel_profile` of its type; priority weights are not used."""
+    rows = read_gavel_jobs(path, limit=limit)
+    jobs = [Job(job_id=k, arrival=float(rows.arrival[k]), iterations=int(rows.total_steps[k]),
+                gpus=int(rows.scale_factor[k]), workload=None, profile=gavel_profile(jtype),
+                checkpoint_every=checkpoint_every, checkpoint_cost=checkpoint_cost, job_type=jtype)
+            for k, jtype in enumerate(rows.job_type)]
+    return JobTrace(tuple(jobs), name=Path(path).stem)
+
+
+def _field_int(text: str, where: str, column: int, label: str) -> int:
+    """Field ``column`` of a Gavel trace row as an integer >= 1, else ValueError naming the line and field."""
+    if not text.strip().isdecimal() or int(text) < 1:
+        raise ValueError(f"{where}: field {column} ({label}) {text!r} must be an integer >= 1")
+    return int(text)
+
+
+def _field_float(text: str, where: str, column: int, label: str) -> float:
+    """Field ``column`` of a Gavel trace row as a finite number, else ValueError naming the line and field."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: field {column} ({label}) {text!r} must be a finite number")
+    return value

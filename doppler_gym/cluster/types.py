@@ -113,7 +113,10 @@ class Job:
         workload: a ``doppler_gym.workloads`` family name whose graph is one training iteration.
         workload_params: keyword arguments of the workload generator.
         profile: ``{gpu_type or "*": {gpu_count: iteration time [s]}}``; wins over ``workload``. A GPU
-            count may be given as its decimal text (``"4"``, as JSON object keys are).
+            count may be given as its decimal text (``"4"``, as JSON object keys are). ``inf`` marks a
+            count the job cannot run at on that type (Gavel's zero throughputs); a cluster type missing
+            from the profile (and no ``"*"``) is one the job cannot run on. The scheduler keeps the job
+            off such types; a job no type of the cluster can run is refused before the run (``ValueError``).
         checkpoint_every: checkpoint after every this many iterations (``None``: never).
         checkpoint_cost: time one checkpoint takes [s].
         job_type: label for the GPU-sharing interference model (a Gavel job type, or anything).
@@ -207,7 +210,8 @@ def _checked_profile(profile: object, where: str) -> MappingProxyType:
             raise ValueError(f"{label} must be a mapping {{gpu_count: iteration time [s]}}, got {row!r}")
         out[gpu_type] = MappingProxyType({
             _gpu_count(k, f"{label} key {k!r}"):
-                checked_number(v, f"{label}[{k!r}]", "a finite iteration time > 0 [s]", 0.0, strict=True)
+                checked_number(v, f"{label}[{k!r}]", "a finite iteration time > 0 [s] or inf (the job cannot run "
+                               "on this GPU type at this count)", 0.0, strict=True, finite=False)
             for k, v in row.items()})
     return MappingProxyType(out)
 

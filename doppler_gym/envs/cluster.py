@@ -76,19 +76,23 @@ class ClusterEnv(gym.Env):
 
     ## Action Space
 
-    ``Discrete(max_jobs * n_modes + 1)``, ``modes`` = ``gpu_choices`` (``"pack"``, ``"spread"``), then
-    ``"share"`` if ``sharing``, then ``"preempt"`` if ``preemption`` (``env.modes``). Action
+    ``Discrete(max_jobs * n_modes + 1)``, ``modes`` = ``gpu_choices`` (``"pack"``, ``"spread"``), then, on a
+    cluster of several GPU types (``env.gpu_types``, sorted), ``"pack:T"``/``"spread:T"`` for each choice and
+    type ``T``, then ``"share"`` if ``sharing``, then ``"preempt"`` if ``preemption`` (``env.modes``). Action
     ``row * n_modes + m`` applies mode ``m`` to the job in ``row`` of the observation; the last
     action advances. Validity (``obs["action_mask"]``, int8, also :meth:`action_masks` for
     sb3-contrib's MaskablePPO):
 
     - ``pack`` / ``spread``: the job waits and its GPUs are free (:func:`doppler_gym.cluster.placement.pack`
-      / ``spread``); ``spread`` is masked where it would pick the same GPUs as ``pack``; restarting a
+      / ``spread``), of the fastest GPU type for the job with enough free (the engine's rule: a job larger
+      than every type it can run on spans those types); ``spread`` is masked where it would pick the same
+      GPUs as ``pack``; ``pack:T`` / ``spread:T``: the same on type ``T``, masked where the job cannot run on
+      ``T`` (iteration time ``inf``) or where it gives what ``pack`` / ``spread`` gives; restarting a
       job preempted in this event on exactly the GPUs it held (undoing the preemption) is masked,
       unless the mask would otherwise be all zero or advancing is blocked (below) with no other start
       on free GPUs valid;
-    - ``share``: the job waits and :func:`~doppler_gym.cluster.placement.shared` finds GPUs holding
-      one job each that it may share with;
+    - ``share``: the job waits, needs one GPU, and :func:`~doppler_gym.cluster.placement.shared` finds a
+      GPU (of its fastest type that has one) holding one single-GPU job that it may share with;
     - ``preempt``: the job was running at this event and has not been preempted in it (a job
       started in this event cannot be preempted in it, so an event takes at most two actions per job)
       and, with ``preempt_to_fit`` (default), some visible waiting job does not fit on the free GPUs
@@ -133,8 +137,16 @@ class ClusterEnv(gym.Env):
                                                                  ``remaining_rank``: the same for remaining
                                                                  GPU-seconds (remaining solo time x GPUs) with
                                                                  ``known_durations``, else 0
-    ``nodes``           ``(n_nodes, 2)``                float32  ``free_gpus``, ``shareable_gpus`` (holding one
-                                                                 job) / the node's GPUs
+    ``nodes``           ``(n_nodes, 2)``, or            float32  ``free_gpus``, ``shareable_gpus`` (holding one
+                        ``(n_nodes, 3 + T)`` on a                job) / the node's GPUs; on a cluster of T > 1
+                        cluster of T > 1 GPU types               types also ``type:T...`` (one-hot of the node's
+                                                                 type, ``env.gpu_types`` order) and
+                                                                 ``head_speed``: the head job's (first waiting
+                                                                 job of the window) speed on the node's type, its
+                                                                 fastest type's iteration time over this type's
+                                                                 (1 on its fastest type, 0 where it cannot run
+                                                                 or no job waits); ``env.node_features`` names
+                                                                 the columns
     ``cluster``         ``(4,)``                        float32  ``free_gpus``, ``shareable_gpus`` / cluster
                                                                  GPUs; ``jobs_in_system``: J / (J +
                                                                  max_jobs), J the jobs arrived and unfinished
@@ -187,7 +199,8 @@ class ClusterEnv(gym.Env):
       **trace_kwargs)``). Default ``"generated:16"``.
     - ``cluster``: a :class:`~doppler_gym.cluster.Cluster` or a spec in the grammar of ``doppler
       cluster --cluster``, ``[uniform:]NODESxGPUS[:TYPE]`` (``"2x8"``, ``"uniform:4x8:p100"``; 8-GPU V100
-      nodes are DGX-1). Default ``Cluster.uniform(2, 8)``: 16 V100.
+      nodes are DGX-1) or ``TYPE:GPUS,...[/PER_NODE]`` (``"v100:8,p100:16,k80:24/4"``). Default
+      ``Cluster.uniform(2, 8)``: 16 V100.
     - ``max_jobs``: rows of the job window (default ``min(len(trace), 32)``).
     - ``seed``: seeds a generated trace (default 0).
     - ``time_scale``: [s] the unit of the reward and the scale of the squashed time features
@@ -218,7 +231,10 @@ class ClusterEnv(gym.Env):
 
     - v0: start, pack/spread, share, preempt; failures and round ticks by argument; sliding job
       window; observations in [0, 1]; reward per unit of simulated time (``"time"``, ``"relative"``);
-      a 30 s default preemption cost; cluster specs; the work-conserving and preempt-to-fit mask rules.
+      a 30 s default preemption cost; cluster specs; the work-conserving and preempt-to-fit mask rules;
+      on clusters of several GPU types, the type modes (``pack:T``), type one-hot and head-job speed node
+      features, type-aware ``pack``/``spread``; only single-GPU jobs share (the observation and modes of a
+      one-type cluster are unchanged).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -273,7 +289,9 @@ class ClusterEnv(gym.Env):
             raise ValueError(f"round_s must be None or > 0 [s], got {round_s!r}")
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
             raise ValueError(f"max_steps must be None or an int >= 1, got {max_steps!r}")
-        self.modes = (*gpu_choices, *(("share",) if sharing else ()), *(("preempt",) if preemption else ()))
+        self.gpu_types = tuple(sorted({nd.gpu_type for nd in cluster.nodes}))
+        typed = tuple(f"{c}:{t}" for c in gpu_choices for t in self.gpu_types) if len(self.gpu_types) > 1 else ()
+        self.modes = (*gpu_choices, *typed, *(("share",) if sharing else ()), *(("preempt",) if preemption else ()))
         self.n_jobs, self.max_jobs, self.time_scale, self.seed_ = n, int(max_jobs), float(time_scale), int(seed)
         self.reward_name, self.reward_baseline = reward, reward_baseline
         self.preemption_cost, self.failures, self.checkpoints = preemption_cost, failures or FailureModel(), checkpoints
@@ -285,11 +303,13 @@ class ClusterEnv(gym.Env):
         self._times = IterationTimes(cluster)
         self._gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])
         self._gpu_type = [cluster.nodes[k].gpu_type for k in self._gpu_node]
+        self._node_type = [nd.gpu_type for nd in cluster.nodes]
         self._set_trace(self.trace)
         self.n_actions = self.max_jobs * len(self.modes) + 1
         self.action_space = spaces.Discrete(self.n_actions)
         self._observe = ClusterObservation(cluster, self.max_jobs, self.time_scale, self.known_durations,
                                            self.n_actions)
+        self.node_features = self._observe.node_features
         self.observation_space = self._observe.space
         # the constructor checks the trace and options against the cluster now (ValueError), not at reset; the
         # first event also fills the iteration-time cache of the jobs arriving first
@@ -418,17 +438,41 @@ class ClusterEnv(gym.Env):
 
     def _candidates(self, i: int, free: dict[int, list[int]], memo: dict) -> dict[str, list[int] | None]:
         """GPUs each start mode would give waiting job ``i`` now (``None``: not possible); ``free``: the free
-        GPUs by node; ``memo``: this refresh's answers by (GPU count, sharing type), which decide them."""
+        GPUs by node; ``memo``: this refresh's answers by (GPU count, sharing type, type ranking), which decide
+        them. ``pack``/``spread``: on the fastest type for the job with enough free GPUs (the engine's rule; a job
+        larger than every type it can run on: over the nodes of those types); ``pack:T``/``spread:T``: on type
+        ``T`` (masked where it gives what ``pack``/``spread`` gives); ``share``: a GPU of one single-GPU job."""
         k = int(self._req[i])
-        key = (k, self._types[i] if "share" in self.modes else None)
+        ranked = self._sim.type_ranking(i)
+        key = (k, self._types[i] if "share" in self.modes else None, ranked)
         if key in memo:
             return memo[key]
+        node_type = self._node_type
+        free_of = {t: 0 for t in self.gpu_types}
+        for nd, v in free.items():
+            free_of[node_type[nd]] += len(v)
+        capacity = self._sim.type_capacity
+        first = next((t for t in ranked if free_of[t] >= k), None)
+        if first is not None:
+            engine_free = pl.of_types(free, node_type, (first,))
+        elif k > max(capacity[t] for t in ranked):
+            engine_free = pl.of_types(free, node_type, ranked)
+        else:
+            engine_free = {}
         out: dict[str, list[int] | None] = {}
         for c in self.modes:
             if c in pl.GPU_CHOICES:
-                out[c] = pl.choose(c, free, k)
+                out[c] = pl.choose(c, engine_free, k)
             elif c == "share":
-                out[c] = pl.shared(self._types[i], k, self._occ, self._types, self._gpu_type, self.interference)
+                held = {j: len(g) for j, g in self._plan.items()}
+                out[c] = next((g for t in ranked if (g := pl.shared(
+                    self._types[i], k, self._occ, self._types, self._gpu_type, self.interference,
+                    gpus_held=held, gpu_types=(t,))) is not None), None)
+        for c in self.modes:
+            choice, _, t = c.partition(":")
+            if t:
+                got = pl.choose(choice, pl.of_types(free, node_type, (t,)), k) if t in ranked else None
+                out[c] = None if got is None or got == out.get(choice) else got
         if "spread" in out and "pack" in out and out["spread"] == out["pack"]:
             out["spread"] = None
         memo[key] = out
@@ -453,7 +497,7 @@ class ClusterEnv(gym.Env):
                 continue
             cands = self._candidates(i, free, memo)
             self._cands[i] = cands
-            fit = any(cands.get(c) is not None for c in pl.GPU_CHOICES)
+            fit = any(cands.get(c) is not None for c in pl.GPU_CHOICES)  # the typed modes only add to these
             fits, short = fits or fit, short or not fit
             for m, c in enumerate(self.modes):
                 gpus = cands.get(c)
@@ -462,7 +506,7 @@ class ClusterEnv(gym.Env):
                         undo.append(r * nm + m)
                     else:
                         mask[r * nm + m] = True
-                        starts += c in pl.GPU_CHOICES
+                        starts += c != "share"
         if short or not self.preempt_to_fit:  # a preemption can make room for a waiting job
             mask[victims] = True
         blocked = self.work_conserving and fits  # advancing would leave a fitting job waiting on free GPUs
@@ -507,7 +551,21 @@ class ClusterEnv(gym.Env):
         if self._view is None:
             return self._observe.terminal(self._mask)
         unchanged = np.array([i in self._was_running and i not in self._started for i in self._rows.tolist()], bool)
-        return self._observe.build(self._view, self._rows, self._plan, self._occ, unchanged, self._hidden, self._mask)
+        return self._observe.build(self._view, self._rows, self._plan, self._occ, unchanged, self._hidden, self._mask,
+                                   self._head_speed())
+
+    def _head_speed(self) -> dict[str, float]:
+        """``{GPU type: speed}`` of the head job (the first waiting job of the window) at its GPU count: its
+        fastest type's iteration time over this type's (1 on its fastest type, 0 where it cannot run); ``{}``
+        when no job waits or the cluster has one type."""
+        if len(self.gpu_types) < 2:
+            return {}
+        head = next((i for i in self._rows.tolist() if i not in self._plan), None)
+        if head is None:
+            return {}
+        t = {g: self._sim.iteration_time(head, g) for g in self.gpu_types}
+        best = min(t.values())
+        return {g: (best / x if np.isfinite(x) else 0.0) for g, x in t.items()}
 
     def _info(self) -> dict[str, Any]:
         if self._view is None:
@@ -526,8 +584,9 @@ def _as_cluster(cluster: Cluster | str | None) -> Cluster:
         try:
             return parse_cluster(cluster)
         except ValueError as e:
-            raise ValueError(f"cluster={cluster!r} is not a cluster spec ([uniform:]NODESxGPUS[:TYPE], as `doppler "
-                             f"cluster --cluster` takes, e.g. '2x8' or 'uniform:4x8:p100'): {e}") from None
+            raise ValueError(f"cluster={cluster!r} is not a cluster spec ([uniform:]NODESxGPUS[:TYPE] or "
+                             f"TYPE:GPUS,...[/PER_NODE], as `doppler cluster --cluster` takes, e.g. '2x8', "
+                             f"'uniform:4x8:p100' or 'v100:8,k80:8/4'): {e}") from None
     if not isinstance(cluster, Cluster):
         raise TypeError(f"cluster must be a doppler_gym.cluster.Cluster or a spec such as '2x8', "
                         f"got {type(cluster).__name__}")

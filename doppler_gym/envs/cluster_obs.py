@@ -22,7 +22,7 @@ from doppler_gym.envs.masked import mask_space
 # the columns of obs["jobs"] (one row per visible job), obs["nodes"] (one row per node) and obs["cluster"]
 JOB_FEATURES = ("present", "waiting", "running", "shared", "gpus", "nodes", "attained", "age", "speed", "remaining",
                 "attained_rank", "remaining_rank")
-NODE_FEATURES = ("free_gpus", "shareable_gpus")
+NODE_FEATURES = ("free_gpus", "shareable_gpus")  # on a cluster of several GPU types, then "type:T" and "head_speed"
 CLUSTER_FEATURES = ("free_gpus", "shareable_gpus", "jobs_in_system", "hidden_jobs")
 
 
@@ -58,15 +58,24 @@ class ClusterObservation:
         self.n_gpus, self.n_nodes = cluster.n_gpus, len(cluster.nodes)
         self.gpu_node = np.repeat(np.arange(self.n_nodes), [nd.gpus for nd in cluster.nodes])  # (G,) node of GPU
         self.node_gpus = np.array([nd.gpus for nd in cluster.nodes], dtype=np.float64)  # (n_nodes,)
+        types = tuple(sorted({nd.gpu_type for nd in cluster.nodes}))
+        self.gpu_types = types if len(types) > 1 else ()
+        self.node_type = [nd.gpu_type for nd in cluster.nodes]
+        # (n_nodes, T) one-hot GPU type of each node, on a cluster of T > 1 types
+        self.type_onehot = np.array([[float(nd.gpu_type == t) for t in self.gpu_types] for nd in cluster.nodes],
+                                    dtype=np.float32).reshape(self.n_nodes, len(self.gpu_types))
+        self.node_features = NODE_FEATURES + ((*(f"type:{t}" for t in self.gpu_types), "head_speed")
+                                              if self.gpu_types else ())
         self.space = spaces.Dict({
             "jobs": spaces.Box(0.0, 1.0, (max_jobs, len(JOB_FEATURES)), np.float32),
-            "nodes": spaces.Box(0.0, 1.0, (self.n_nodes, len(NODE_FEATURES)), np.float32),
+            "nodes": spaces.Box(0.0, 1.0, (self.n_nodes, len(self.node_features)), np.float32),
             "cluster": spaces.Box(0.0, 1.0, (len(CLUSTER_FEATURES),), np.float32),
             "action_mask": mask_space(n_actions),
         })
 
     def build(self, view: JobView, rows: np.ndarray, plan: dict[int, list[int]], occupants: Sequence[Sequence[int]],
-              unchanged: np.ndarray, hidden: int, mask: np.ndarray) -> dict[str, np.ndarray]:
+              unchanged: np.ndarray, hidden: int, mask: np.ndarray,
+              head_speed: dict[str, float] | None = None) -> dict[str, np.ndarray]:
         """The observation at an event, with the allocation edited so far in it.
 
         Args:
@@ -78,6 +87,8 @@ class ClusterObservation:
                 is the engine's; a job started or preempted in this event shows 0).
             hidden: active jobs outside the window.
             mask: ``(n_actions,) int8`` the valid actions.
+            head_speed: ``{GPU type: speed in [0, 1]}`` of the head waiting job (``{}``/None: none waits; the
+                ``head_speed`` column is then 0). Used on a cluster of several types only.
         """
         jobs = np.zeros((self.max_jobs, len(JOB_FEATURES)), np.float32)
         k = len(rows)
@@ -106,6 +117,9 @@ class ClusterObservation:
         free = np.bincount(self.gpu_node[occ_n == 0], minlength=self.n_nodes)
         single = np.bincount(self.gpu_node[occ_n == 1], minlength=self.n_nodes)
         nodes = np.stack([free / self.node_gpus, single / self.node_gpus], axis=1).astype(np.float32)
+        if self.gpu_types:
+            speed = np.array([[(head_speed or {}).get(t, 0.0)] for t in self.node_type], np.float32)
+            nodes = np.concatenate([nodes, self.type_onehot, np.clip(speed, 0.0, 1.0)], axis=1)
         in_system = len(view.active) + (int(np.count_nonzero(view.restarting)) if view.restarting is not None else 0)
         clus = np.array([free.sum() / self.n_gpus, single.sum() / self.n_gpus,
                          in_system / (in_system + self.max_jobs), hidden / (hidden + self.max_jobs)], np.float32)
@@ -113,8 +127,9 @@ class ClusterObservation:
 
     def terminal(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         """The observation after the last completion: no job, every GPU free."""
-        nodes = np.zeros((self.n_nodes, len(NODE_FEATURES)), np.float32)
+        nodes = np.zeros((self.n_nodes, len(self.node_features)), np.float32)
         nodes[:, 0] = 1.0
+        nodes[:, len(NODE_FEATURES):len(NODE_FEATURES) + len(self.gpu_types)] = self.type_onehot
         clus = np.array([1.0, 0.0, 0.0, 0.0], np.float32)
         return {"jobs": np.zeros((self.max_jobs, len(JOB_FEATURES)), np.float32), "nodes": nodes, "cluster": clus,
                 "action_mask": mask.copy()}
