@@ -3,6 +3,7 @@ features, actions that pick a type, masks that keep jobs off types they cannot r
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +76,21 @@ def test_a_homogeneous_cluster_keeps_its_observation_and_modes():
     env = ClusterEnv("generated:4", "2x4")
     assert env.modes == ("pack", "spread", "share", "preempt")
     assert env.observation_space["nodes"].shape == (2, len(NODE_FEATURES))
+
+
+def test_a_mixed_cluster_env_passes_gymnasiums_and_sb3s_checkers():
+    from gymnasium.utils.env_checker import check_env
+
+    from doppler_gym.envs.masked import InvalidActionWarning
+
+    trace = C.traces.load_gavel_trace(GEN150, limit=10)
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason="SB3 is in the agents extra")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(ClusterEnv(trace, "v100:4,k80:4/4", max_jobs=4), skip_render_check=True)
+        sb3_checker.check_env(ClusterEnv(trace, "v100:4,k80:4/4", max_jobs=4), warn=True)
+    # the checkers step unmasked random actions (warned once per env), and SB3 advises flattening 2-D boxes
+    # (meant for a set encoder, as in the contract test); nothing else
+    other = [str(w.message) for w in caught
+             if not issubclass(w.category, InvalidActionWarning) and "unconventional shape" not in str(w.message)]
+    assert other == []
