@@ -69,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time from a failure until the job can restart from its last checkpoint [s] (default 0)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--checkpoint-every", type=int, metavar="K",
-                       help="every job checkpoints after every K iterations (default: never)")
+                       help="every job checkpoints after every K iterations (default: never, as in the shipped "
+                       "and Gavel traces, so with --mtbf-hours a failed job restarts from zero; give this or "
+                       "--checkpoint young, or a run whose restarts cannot end is refused)")
     group.add_argument("--checkpoint", choices=("young",),
                        help="young: each job checkpoints at Young's interval sqrt(2 C MTBF) for its GPU set "
                        "(needs --mtbf-hours and --checkpoint-cost)")

@@ -14,6 +14,11 @@
   8 hours: CIFAR-10, NCF, DeepSpeech2, BERT, YOLOv3, ImageNet; Apache-2.0, see ``data/README.md``)
   with iterations and iteration times from Pollux's measured application traces
   (:func:`pollux_iteration_time`).
+
+No shipped or Gavel-format trace carries a checkpoint interval (their files have none): under failures a job
+restarts from zero unless ``checkpoint_every`` (or ``checkpoints="young"`` in :func:`doppler_gym.cluster.run`)
+says otherwise; a run whose expected restarts never end is refused before it starts
+(:class:`doppler_gym.cluster.ClusterRunError`).
 """
 
 from __future__ import annotations
