@@ -7,7 +7,6 @@ CPU devices, as in :mod:`tests.doppler_gym.envs.test_env_contract`, whose small-
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +14,8 @@ import pytest
 from gymnasium import spaces
 
 from doppler_gym.envs.masked import InvalidActionWarning, reset_options
-from tests.doppler_gym.envs.test_env_contract import IDS, KWARGS, NEEDS
+from tests.doppler_gym.envs.test_env_contract import IDS
+from tests.doppler_gym.envs.test_env_masks_wrappers import make
 
 # the reset(options=...) keys each id reads
 VALID_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -27,14 +27,6 @@ VALID_OPTIONS: dict[str, tuple[str, ...]] = {
     "Doppler-Cluster-v0": (),
 }
 EPISODE_OVER = r"the episode has ended \(or never started\); call reset\(\)"
-
-
-def _make(env_id: str, **overrides: Any) -> gym.Env:
-    if env_id in NEEDS:
-        pytest.importorskip(NEEDS[env_id], reason=f"{env_id} needs {NEEDS[env_id]}: pip install -e '.[real]'")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # make_real_env(calibrate=False) warns about units
-        return gym.make(env_id, **{**KWARGS[env_id], **overrides})
 
 
 def _env_name(env: gym.Env) -> str:
@@ -71,7 +63,7 @@ def test_every_registered_id_has_its_valid_options():
 @pytest.mark.parametrize("env_id", IDS)
 @pytest.mark.parametrize("bad", [1.7, np.float64(1.7), np.float32(0.5)], ids=["float", "float64", "float32"])
 def test_a_float_action_is_a_type_error_naming_the_env(env_id, bad):
-    env = _make(env_id)
+    env = make(env_id)
     obs, _ = env.reset(seed=0)
     with pytest.raises(TypeError, match=rf"{_env_name(env)}\.step: the action must be"):
         env.step(_filled(env, bad))
@@ -81,7 +73,7 @@ def test_a_float_action_is_a_type_error_naming_the_env(env_id, bad):
 @pytest.mark.parametrize("env_id", IDS)
 @pytest.mark.parametrize("bad", [float("nan"), np.nan, None], ids=["nan", "np.nan", "None"])
 def test_nan_and_none_actions_are_type_errors_naming_the_env(env_id, bad):
-    env = _make(env_id)
+    env = make(env_id)
     env.reset(seed=0)
     with pytest.raises(TypeError, match=rf"{_env_name(env)}\.step: the action must be") as err:
         env.step(_filled(env, bad))
@@ -90,7 +82,7 @@ def test_nan_and_none_actions_are_type_errors_naming_the_env(env_id, bad):
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_a_step_after_truncation_is_the_episode_over_error(env_id):
-    env = _make(env_id, invalid_action="penalize", max_invalid_streak=1)
+    env = make(env_id, invalid_action="penalize", max_invalid_streak=1)
     env.reset(seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InvalidActionWarning)
@@ -102,7 +94,7 @@ def test_a_step_after_truncation_is_the_episode_over_error(env_id):
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_a_step_after_termination_is_the_episode_over_error(env_id):
-    env = _make(env_id)
+    env = make(env_id)
     env.reset(seed=0)
     for _ in range(10_000):
         *_, terminated, truncated, _ = env.step(_valid_action(env))
@@ -114,7 +106,7 @@ def test_a_step_after_termination_is_the_episode_over_error(env_id):
 
 
 def test_the_cluster_env_stops_at_max_steps():
-    env = _make("Doppler-Cluster-v0", max_steps=2)
+    env = make("Doppler-Cluster-v0", max_steps=2)
     env.reset(seed=0)
     ends = [env.step(_valid_action(env))[3] for _ in range(2)]
     assert ends == [False, True]
@@ -126,7 +118,7 @@ def test_the_cluster_env_stops_at_max_steps():
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_an_unknown_reset_option_names_the_key_and_the_valid_keys(env_id):
-    env = _make(env_id)
+    env = make(env_id)
     valid = VALID_OPTIONS[env_id]
     said = ", ".join(map(repr, valid)) if valid else "none"
     with pytest.raises(ValueError, match=rf"unknown option\(s\) 'no_such_key'; valid: {said}"):
