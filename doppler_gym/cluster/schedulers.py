@@ -66,6 +66,9 @@ class JobView:
     speed: np.ndarray | None = None  # float64, solo seconds per second of each running job (0 while restoring)
     restarting: np.ndarray | None = None  # bool, jobs in a restart delay after a failure
     active_idx: np.ndarray | None = None  # int64, ``active`` as an array (None: build it from ``active``)
+    # True when ``arrival`` is nondecreasing in job index (a JobTrace's order): ties of a key then break by
+    # index alone, so the orders below sort one key stably instead of three
+    arrival_sorted: bool = False
 
     def active_array(self) -> np.ndarray:
         """``(k,) int64``: the active jobs, arrival order (``active_idx``, or ``active`` converted)."""
@@ -144,7 +147,7 @@ class SRTF(Scheduler):
 
     def order(self, view: JobView) -> list[int]:
         act = view.active_array()
-        return _sorted_by(act, view.remaining[act] * view.gpus[act], view.arrival[act])
+        return _sorted_by(act, view.remaining[act] * view.gpus[act], view)
 
 
 class LAS(Scheduler):
@@ -160,7 +163,7 @@ class LAS(Scheduler):
 
     def order(self, view: JobView) -> list[int]:
         act = view.active_array()
-        return _sorted_by(act, view.attained[act], view.arrival[act])
+        return _sorted_by(act, view.attained[act], view)
 
 
 class Tiresias(Scheduler):
@@ -217,7 +220,7 @@ class Tiresias(Scheduler):
             self._promote(view)
             service = service - np.array([self._base.get(j, 0.0) for j in view.active])
         queue = np.searchsorted(np.asarray(self.thresholds), service, side="right")  # = bisect_right per job
-        return _sorted_by(act, queue, view.arrival[act])
+        return _sorted_by(act, queue, view)
 
     def _promote(self, view: JobView) -> None:
         if view.now < self._last_now:
@@ -258,10 +261,22 @@ class Elastic(LAS):
     elastic = True
 
 
-def _sorted_by(jobs: np.ndarray, key: np.ndarray, arrival: np.ndarray) -> list[int]:
-    """``jobs`` sorted by (``key``, ``arrival``, job index): the orders of SRTF, LAS and Tiresias, as one
-    ``np.lexsort`` (``(k,)`` arrays aligned with ``jobs``)."""
-    return jobs[np.lexsort((jobs, arrival, key))].tolist()
+class SortedOrder(list):
+    """An order (a ``list`` of job indices) that also carries it as ``array``: ``(k,) int64``, the same
+    indices, so the engine need not convert the list back (the two must not be changed apart)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        super().__init__(array.tolist())
+        self.array = array
+
+
+def _sorted_by(jobs: np.ndarray, key: np.ndarray, view: JobView) -> list[int]:
+    """``jobs`` (``(k,)``, ascending indices, as ``view.active_array()``) sorted by (``key``, arrival, job index):
+    the orders of SRTF, LAS and Tiresias. With ``view.arrival_sorted`` that is a stable sort of ``key`` alone
+    (equal keys keep index order, which is then arrival order), else one ``np.lexsort`` of the three."""
+    if view.arrival_sorted:
+        return SortedOrder(jobs[np.argsort(key, kind="stable")])
+    return SortedOrder(jobs[np.lexsort((jobs, view.arrival[jobs], key))])
 
 
 _REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva, Elastic)}

@@ -59,7 +59,7 @@ from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, RESUME, ROUND, SLOW_END, SLOW_START, EventQueue
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.metrics import ClusterResult, summarise
-from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler
+from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler, SortedOrder
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, JobTrace
 
@@ -191,6 +191,7 @@ class ClusterSimulation:
         """The GPUs' nodes and types, and the capacities of the finite uplinks."""
         self.gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])  # (G,) int64
         self.gpu_type = [cluster.nodes[k].gpu_type for k in self.gpu_node]  # G names
+        self._node_of = self.gpu_node.tolist()  # G node indices as Python ints (the per-GPU loops)
         self.node_type = [nd.gpu_type for nd in cluster.nodes]  # (n_nodes,) names
         self.gpu_types = tuple(sorted(set(self.node_type)))
         self.type_capacity = {t: sum(nd.gpus for nd in cluster.nodes if nd.gpu_type == t) for t in self.gpu_types}
@@ -214,6 +215,7 @@ class ClusterSimulation:
         jobs, n = self.jobs, self.n_jobs
         self.arrival = np.array([j.arrival for j in jobs], dtype=np.float64)
         self.requested = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self._arrival_sorted = bool(np.all(np.diff(self.arrival) >= 0))  # (a JobTrace's order: always)
         self._need = self.requested.tolist()  # the same as Python ints, for the loops over an order
         self.job_types = [j.job_type for j in jobs]
         self.status = np.full(n, FUTURE, dtype=np.int8)
@@ -235,9 +237,13 @@ class ClusterSimulation:
         self.cross_bytes = np.zeros(n)
         self.alloc: list[list[int]] = [[] for _ in range(n)]
         self._remaining = np.zeros(n)  # [solo s] the JobView's remaining (0 before arrival and once done)
+        self._running: np.ndarray | None = None  # cache of _running_jobs()
+        self._n_active = 0  # active (waiting or running) jobs at the last decision point's view
         self._pace_dirty: set[int] = set()  # running jobs whose GPU pace may have changed since the last refresh
         self._lone: list[int] = []  # sorted ids of the GPUs holding exactly one job, a single-GPU one
         self.job_gpu_type: list[str | None] = [None] * n
+        # job -> (GPUs, their types, iter_time, work, cross-node bytes) of its last start (_set_iteration_time)
+        self._timeline: dict[int, tuple[int, frozenset[str], float, float, float]] = {}
         # (job, GPUs) -> types, fastest first; (job, -GPUs) -> GPUs of the largest of those types
         self._ranking: dict[tuple[int, int], tuple[str, ...] | int] = {}
 
@@ -254,7 +260,7 @@ class ClusterSimulation:
             self.n_events += 1
             if self.n_events > self.max_events:
                 raise ClusterRunError(self._over_cap_message())
-            running = np.flatnonzero(self.status == RUNNING)
+            running = self._running_jobs()
             t_next = self._next_event_time(running)
             self._count_steps_at_now(t_next)
             self._advance_to(t_next, running)
@@ -274,9 +280,10 @@ class ClusterSimulation:
         """Decide the pending decision point by a priority order of the active jobs, under the
         scheduler's flags (the rules of :mod:`doppler_gym.cluster.schedulers`)."""
         self._require_decision(True, "allocate_in_order")
+        array = order.array if isinstance(order, SortedOrder) and len(order.array) == len(order) else None
         order = list(order)
         if self.scheduler.preemptive:
-            self._admit_prefix(order)
+            self._admit_prefix(order, array)
         else:
             waiting = self._backfill(order)
             if self.scheduler.share:
@@ -463,7 +470,8 @@ class ClusterSimulation:
     def _view(self) -> JobView | None:
         """What a decision maker reads now (``None`` when no job waits or runs)."""
         # JobTrace order is arrival order, so the active jobs come out of flatnonzero already sorted.
-        active_idx = np.flatnonzero((self.status == WAITING) | (self.status == RUNNING))
+        active_idx = np.flatnonzero(self.status <= RUNNING)  # WAITING (0) or RUNNING (1)
+        self._n_active = active_idx.size
         if not active_idx.size:
             return None
         active = active_idx.tolist()
@@ -475,18 +483,27 @@ class ClusterSimulation:
         return JobView(now=self.now, active=active, arrival=self.arrival, gpus=self.requested,
                        running=self.status == RUNNING, attained=self.attained, remaining=remaining,
                        completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
-                       restarting=self.status == RESTARTING, active_idx=active_idx)
+                       restarting=self.status == RESTARTING, active_idx=active_idx,
+                       arrival_sorted=self._arrival_sorted)
 
     def _close_event(self) -> None:
         """After a decision point: queue a round tick if one is due, record the busy GPUs."""
         self._pending = None
         round_s = self.scheduler.round_s
-        if round_s is not None and not self._round_pending and (self.status == WAITING).any():
+        # a decision moves jobs between waiting and running only: some job waits iff fewer run than were active
+        if round_s is not None and not self._round_pending and self._n_active > len(self._running_jobs()):
             self._events.push(self.now + round_s, ROUND)
             self._round_pending = True
         if self.n_busy != self.util_v[-1]:
             self.util_t.append(self.now)
             self.util_v.append(self.n_busy)
+
+    def _running_jobs(self) -> np.ndarray:
+        """``(k,) int64``: the running jobs, ascending (cached until the next start or release, the only places a
+        job enters or leaves RUNNING; read-only)."""
+        if self._running is None:
+            self._running = np.flatnonzero(self.status == RUNNING)
+        return self._running
 
     # -- time between events -------------------------------------------------------------------------
     def _next_event_time(self, running: np.ndarray) -> float:
@@ -616,32 +633,40 @@ class ClusterSimulation:
     def _start(self, i: int, gpus: list[int]) -> None:
         """Run job ``i`` on ``gpus``; a suspended job first restores its checkpoint for ``preemption_cost`` [s]."""
         self.alloc[i] = list(gpus)
-        self.gpus_held[i] = len(gpus)
+        self._running = None
+        k = len(gpus)
+        self.gpus_held[i] = k
         occupants, n_busy = self.occupants, self.n_busy  # locals: a start happens once per job and decision
-        gpu_node, gpu_type, free_on, free_by_type = self.gpu_node, self.gpu_type, self._free_on_node, self.free_by_type
+        node_of, gpu_type, free_on, free_by_type = self._node_of, self.gpu_type, self._free_on_node, self.free_by_type
+        before: dict[int, int] = {}  # node -> its free GPUs before the start (each node re-bucketed once)
+        lone, dirty = self._lone, self._pace_dirty
         for g in gpus:
-            if not occupants[g]:
+            occ = occupants[g]
+            if not occ:
                 n_busy += 1
-                nd = gpu_node[g]
+                nd = node_of[g]
+                if nd not in before:
+                    before[nd] = len(free_on[nd])
                 free_on[nd].remove(g)
-                self._node_free_changed(nd, len(free_on[nd]) + 1)
                 free_by_type[gpu_type[g]] -= 1
-            occupants[g].append(i)
-        self.n_busy = n_busy
-        lone = self._lone
-        for g in gpus:  # the GPUs that now hold exactly one single-GPU job (those a waiting job may share)
-            if len(occupants[g]) == 1 and len(gpus) == 1:
-                bisect.insort(lone, g)
-            elif len(occupants[g]) == 2:
+            occ.append(i)
+            # the GPUs that now hold exactly one single-GPU job are those a waiting job may share; a GPU
+            # shared now changes its partner's pace
+            if len(occ) == 1:
+                if k == 1:
+                    bisect.insort(lone, g)
+            elif len(occ) == 2:
                 lone.remove(g)
+                dirty.update(occ)
+        for nd, was in before.items():
+            self._node_free_changed(nd, was)
+        self.n_busy = n_busy
+        dirty.add(i)
         types = {gpu_type[g] for g in gpus}
         self.job_gpu_type[i] = types.pop() if len(types) == 1 else None
         self.status[i] = RUNNING
         self.speed[i] = 1.0  # _refresh_speeds() sets the shared, slowed and restoring ones
-        self._pace_dirty.add(i)
-        for g in gpus:
-            self._pace_dirty.update(occupants[g])
-        if np.isnan(self.first_start[i]):
+        if math.isnan(self.first_start[i]):
             self.first_start[i] = self.now
         if self.suspended[i] and self.preemption_cost > 0:
             self.stall_end[i] = self.now + self.preemption_cost
@@ -651,20 +676,30 @@ class ClusterSimulation:
 
     def _release(self, i: int) -> None:
         """Job ``i`` leaves its GPUs."""
-        single = len(self.alloc[i]) == 1
-        for g in self.alloc[i]:
-            self.occupants[g].remove(i)
-            self._pace_dirty.update(self.occupants[g])
-            if single and not self.occupants[g]:
-                self._lone.remove(g)
-            elif len(self.occupants[g]) == 1:  # a shared GPU (both jobs single-GPU) keeps its other job
-                bisect.insort(self._lone, g)
-            if not self.occupants[g]:
+        gpus = self.alloc[i]
+        self._running = None  # (its status leaves RUNNING right after)
+        single = len(gpus) == 1
+        occupants, lone, dirty, node_of, free_on = self.occupants, self._lone, self._pace_dirty, self._node_of, \
+            self._free_on_node
+        before: dict[int, int] = {}  # node -> its free GPUs before the release (each node re-bucketed once)
+        for g in gpus:
+            occ = occupants[g]
+            occ.remove(i)
+            if occ:
+                dirty.update(occ)
+            if single and not occ:
+                lone.remove(g)
+            elif len(occ) == 1:  # a shared GPU (both jobs single-GPU) keeps its other job
+                bisect.insort(lone, g)
+            if not occ:
                 self.n_busy -= 1
-                nd = self.gpu_node[g]
-                bisect.insort(self._free_on_node[nd], g)
-                self._node_free_changed(nd, len(self._free_on_node[nd]) - 1)
+                nd = node_of[g]
+                if nd not in before:
+                    before[nd] = len(free_on[nd])
+                bisect.insort(free_on[nd], g)
                 self.free_by_type[self.gpu_type[g]] += 1
+        for nd, was in before.items():
+            self._node_free_changed(nd, was)
         self.alloc[i] = []
         self.job_gpu_type[i] = None
         self.gpus_held[i] = 0
@@ -681,11 +716,20 @@ class ClusterSimulation:
         """Iteration time [s] on job ``i``'s current GPUs (its slowest type); rescales its timeline if it changed.
 
         With ``checkpoints="young"`` and finite failures, the first start also fixes its checkpoint
-        interval: Young's for the MTBF of its GPU set, in whole iterations.
+        interval: Young's for the MTBF of its GPU set, in whole iterations. A start on as many GPUs of the
+        same types as the job's last one reuses that start's iteration time, work and cross-node bytes (the
+        same values: they depend on nothing else once the checkpoint interval is fixed).
         """
-        job, gpus, times, gpu_type, gpu_node = self.jobs[i], self.alloc[i], self.times, self.gpu_type, self.gpu_node
+        job, gpus, times, gpu_type = self.jobs[i], self.alloc[i], self.times, self.gpu_type
         k = len(gpus)
-        slowest = max({gpu_type[g] for g in gpus}, key=lambda t: times(job, t, k))
+        types = frozenset(gpu_type[g] for g in gpus)
+        node_of = self._node_of
+        spans_nodes = k > 1 and len({node_of[g] for g in gpus}) > 1
+        last = self._timeline.get(i)
+        if last is not None and last[0] == k and last[1] == types:
+            self.cross_bytes[i] = last[4] if spans_nodes else 0.0
+            return  # iter_time and work as set at that start (no rescale: the time is the same)
+        slowest = max(types, key=lambda t: times(job, t, k))
         t = times(job, slowest, k)
         before = self.iter_time[i]  # [s], NaN before the first start
         if np.isnan(before) and self.checkpoints == "young" and math.isfinite(self.failures.gpu_mtbf):
@@ -695,8 +739,9 @@ class ClusterSimulation:
             self.progress[i] = fl.rescale(self.progress[i], before, t, every, job.checkpoint_cost)
         self.iter_time[i] = t
         self.work[i] = fl.total_work(job.iterations, t, every, job.checkpoint_cost)
-        spans_nodes = len({gpu_node[g] for g in gpus}) > 1
-        self.cross_bytes[i] = times.cross_bytes(job, slowest, k) if spans_nodes else 0.0
+        cross = times.cross_bytes(job, slowest, k)
+        self.cross_bytes[i] = cross if spans_nodes else 0.0
+        self._timeline[i] = (k, types, t, self.work[i], cross)
 
     def _shared_gpus(self, i: int) -> list[int] | None:
         """A GPU holding one single-GPU job that waiting single-GPU job ``i`` may share
@@ -717,7 +762,7 @@ class ClusterSimulation:
         since the last refresh (started, left alone on a GPU, or at a restore's end) are recomputed."""
         dirty, self._pace_dirty = self._pace_dirty, set()
         if self._slow_rate > 0 or self.link_capacity:
-            run = np.flatnonzero(self.status == RUNNING).tolist()
+            run = self._running_jobs().tolist()
             shares = self._bandwidth_shares(run) if self.link_capacity else {}
             for i in run:
                 self.speed[i] = min(self._gpu_pace(i), shares.get(i, 1.0))
@@ -750,14 +795,14 @@ class ClusterSimulation:
         return bw.max_min_shares({i: d for i, d in demand.items() if d}, self.link_capacity)
 
     # -- allocating by an order ----------------------------------------------------------------------
-    def _admit_prefix(self, order: list[int]) -> None:
+    def _admit_prefix(self, order: list[int], array: np.ndarray | None = None) -> None:
         """Preemptive: run the greedy prefix of ``order`` that fits, each job on the type :meth:`_pick_type` gives
         it within the room the earlier jobs leave (grown into the spare GPUs of its type if elastic); suspend
         the running jobs outside it, moved to another type or resized; start the admitted waiting ones packed."""
         if len(self.gpu_types) == 1 and not self.scheduler.elastic:
-            self._admit_prefix_one_type(order)
+            self._admit_prefix_one_type(order if array is None else array)
             return
-        running = np.flatnonzero(self.status == RUNNING).tolist()
+        running = self._running_jobs().tolist()
         is_running = set(running)
         need = self._need
         room = dict(self.type_capacity)
@@ -802,7 +847,7 @@ class ClusterSimulation:
                 if gpus is not None:  # always, but for a span that took other types than booked (then it waits)
                     self._start(i, gpus)
 
-    def _admit_prefix_one_type(self, order: list[int]) -> None:
+    def _admit_prefix_one_type(self, order: list[int] | np.ndarray) -> None:
         """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic), in NumPy: the prefix of ``order`` whose
         GPUs add up to at most the cluster's is admitted at once (a cumulative sum), then each later job that
         fits the GPUs left, in order; the same decisions as the loop, at O(log) Python steps per skipped job."""
@@ -823,9 +868,10 @@ class ClusterSimulation:
         admitted = np.concatenate(chosen)
         keep = np.zeros(self.n_jobs, dtype=bool)
         keep[admitted] = True
-        status = self.status
-        for i in np.flatnonzero((status == RUNNING) & ~keep).tolist():
+        running = self._running_jobs()
+        for i in running[~keep[running]].tolist():
             self._preempt(i)
+        status = self.status
         t = self.gpu_types[0]
         for i in admitted[status[admitted] != RUNNING].tolist():
             self._start(i, self._pack(self._need[i], t))
@@ -871,7 +917,7 @@ class ClusterSimulation:
         (:meth:`migration_pays`), a waiting job starts on the fastest type with enough free GPUs; the waiting
         jobs that did not start are returned. Without the scheduler's ``backfill`` (strict FIFO), no waiting
         job starts after the first one that does not fit."""
-        is_running = set(np.flatnonzero(self.status == RUNNING).tolist())
+        is_running = set(self._running_jobs().tolist())
         need = self._need
         backfill = getattr(self.scheduler, "backfill", True)
         several_types = len(self.gpu_types) > 1
