@@ -301,22 +301,7 @@ def place(
     loading = time.perf_counter()
     from agents.decode import Decoded, DecodeTimeLimit, DirectDecoder
 
-    if isinstance(search_seconds, bool) or not isinstance(search_seconds, (int, float, np.integer, np.floating)) \
-            or not search_seconds >= 0:
-        raise ValueError(f"search_seconds must be a number >= 0, got {search_seconds!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float, np.floating)) \
-            or not 0.0 <= probe_share < 0.5:
-        raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
-    if isinstance(sample_gap, bool) or not isinstance(sample_gap, (int, float, np.floating)) or not sample_gap > 0:
-        raise ValueError(f"sample_gap must be a number > 0, got {sample_gap!r}")
-    if isinstance(decode_share, bool) or not isinstance(decode_share, (int, float, np.floating)) \
-            or not decode_share > 0:
-        raise ValueError(f"decode_share must be a number > 0 (inf: never skip the decode), got {decode_share!r}")
-    if not isinstance(heuristics, (bool, np.bool_)):
-        raise TypeError(f"heuristics must be True (also run the cheap heuristics and keep the best placement) "
-                        f"or False (the policy's placement alone), got {heuristics!r}")
+    _check_options(search_seconds, seed, probe_share, sample_gap, decode_share, heuristics)
     g = resolve_graph(graph, params)
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
@@ -370,27 +355,8 @@ def place(
         best: Placement = decoded[0]
         method = "greedy"
     else:
-        best_heuristic = min(search_starts, key=lambda p: p.makespan)
-        # the decode races the best heuristic only when it is within RACE_GAP of it: otherwise the
-        # policy is no guide on this instance and the search is plain local_search
-        race = bool(decoded) and decoded[best_row].makespan <= RACE_GAP * best_heuristic.makespan
-        starts = [best_heuristic, decoded[best_row]] if race else [best_heuristic]
-        info.update({"heuristic_starts": {p.name: p.makespan for p in search_starts}, "raced": race})
-        left = search_seconds - (time.perf_counter() - started)
-        if left > 0 or max_evals is not None and np.isinf(search_seconds):
-            found = local_search(
-                g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
-                max_evals=max_evals, starts=starts, probe_share=probe_share if race else 0.0,
-            )
-            info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped", "start",
-                                                    "start_makespan")})
-            if "probes" in found.info:
-                info["probes"] = found.info["probes"]
-            best = found
-        else:
-            best = min(starts, key=lambda p: p.makespan)  # ties go to the heuristic
-            info.update({"evals": 0, "stopped": "seconds (spent on the starts)", "start": best.name,
-                         "start_makespan": best.makespan})
+        best = _search(g, topo, config, search_starts, decoded[best_row] if decoded else None, started, info,
+                       search_seconds=search_seconds, seed=seed, max_evals=max_evals, probe_share=probe_share)
         method = "search"
     best, chosen, candidates = best_candidate(best, method, others)
     seconds = time.perf_counter() - started
@@ -407,3 +373,52 @@ def place(
         search_seconds=float(search_seconds), seed=int(seed), chosen=chosen, candidates=candidates,
         baselines=baselines, info=info,
     )
+
+
+def _check_options(search_seconds: object, seed: object, probe_share: object, sample_gap: object,
+                   decode_share: object, heuristics: object) -> None:
+    """:func:`place`'s numeric and flag options, each a ValueError (TypeError for ``heuristics``) naming it."""
+    if isinstance(search_seconds, bool) or not isinstance(search_seconds, (int, float, np.integer, np.floating)) \
+            or not search_seconds >= 0:
+        raise ValueError(f"search_seconds must be a number >= 0, got {search_seconds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float, np.floating)) \
+            or not 0.0 <= probe_share < 0.5:
+        raise ValueError(f"probe_share must be a number in [0, 0.5), got {probe_share!r}")
+    if isinstance(sample_gap, bool) or not isinstance(sample_gap, (int, float, np.floating)) or not sample_gap > 0:
+        raise ValueError(f"sample_gap must be a number > 0, got {sample_gap!r}")
+    if isinstance(decode_share, bool) or not isinstance(decode_share, (int, float, np.floating)) \
+            or not decode_share > 0:
+        raise ValueError(f"decode_share must be a number > 0 (inf: never skip the decode), got {decode_share!r}")
+    if not isinstance(heuristics, (bool, np.bool_)):
+        raise TypeError(f"heuristics must be True (also run the cheap heuristics and keep the best placement) "
+                        f"or False (the policy's placement alone), got {heuristics!r}")
+
+
+def _search(g: DataflowGraph, topo: Topology, config: SimConfig, search_starts: list[Placement],
+            best_decode: Placement | None, started: float, info: dict[str, Any], *, search_seconds: float,
+            seed: int, max_evals: int | None, probe_share: float) -> Placement:
+    """The search of :func:`place`: local search from the best heuristic, racing the best decode when it is
+    within :data:`RACE_GAP` of it (otherwise the policy is no guide on this instance and the search is plain
+    ``local_search``), for what is left of ``search_seconds`` since ``started`` [s]; records what it did in
+    ``info``."""
+    best_heuristic = min(search_starts, key=lambda p: p.makespan)
+    race = best_decode is not None and best_decode.makespan <= RACE_GAP * best_heuristic.makespan
+    starts = [best_heuristic, best_decode] if race else [best_heuristic]
+    info.update({"heuristic_starts": {p.name: p.makespan for p in search_starts}, "raced": race})
+    left = search_seconds - (time.perf_counter() - started)
+    if left > 0 or max_evals is not None and np.isinf(search_seconds):
+        found = local_search(
+            g, topo, config, seed=seed, seconds=None if np.isinf(search_seconds) else max(left, 0.0),
+            max_evals=max_evals, starts=starts, probe_share=probe_share if race else 0.0,
+        )
+        info.update({k: found.info[k] for k in ("evals", "iterations", "restarts", "stopped", "start",
+                                                "start_makespan")})
+        if "probes" in found.info:
+            info["probes"] = found.info["probes"]
+        return found
+    best = min(starts, key=lambda p: p.makespan)  # ties go to the heuristic
+    info.update({"evals": 0, "stopped": "seconds (spent on the starts)", "start": best.name,
+                 "start_makespan": best.makespan})
+    return best
