@@ -143,9 +143,9 @@ def test_a_checkpoint_of_another_method_or_without_weights_is_refused(tmp_path) 
 
 
 # ============================================================================ item 5: no file chooses an import
-def test_a_checkpoint_naming_an_unregistered_class_is_refused_without_importing_it(tmp_path, capsys) -> None:
-    if "this" in sys.modules:
-        pytest.skip("`this` was imported before the test: its absence proves nothing")
+def test_a_checkpoint_naming_an_unregistered_class_is_refused_without_importing_it(tmp_path, capsys,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.delitem(sys.modules, "this", raising=False)  # so that its absence at the end proves no import
     path = _forged(tmp_path, UNREGISTERED)
     with pytest.raises(ValueError, match=r"not a registered policy.*register_policy\(YourPolicy\)"):
         load_policy(path, _env().unwrapped)

@@ -130,7 +130,7 @@ def test_heuristic_placements_reuse_known_ones_and_match_the_baselines():
         assert by_name[name].makespan == baselines.run(name, g, topo, config).makespan
 
 
-@pytest.mark.skipif(not HAS_PYMETIS, reason="needs pymetis")
+@pytest.mark.skipif(not HAS_PYMETIS, reason="pymetis is in the solvers extra: pip install -e '.[solvers]'")
 def test_metis_warnings_on_small_graphs_do_not_reach_stdout(capfd):
     """METIS (C) prints "***Cannot bisect a graph with 0 vertices!" on this 32-op graph split 16
     ways; place() runs it with file descriptor 1 silenced, and Python's output around it stays."""

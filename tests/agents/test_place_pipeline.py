@@ -7,7 +7,7 @@ import pytest
 import doppler_gym as dg
 from tests.doppler_gym.cli.cli_helpers import run
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="the policy needs torch, from the agents extra: pip install -e '.[agents]'")
 
 
 def test_place_uses_the_pipeline_config(capsys):
