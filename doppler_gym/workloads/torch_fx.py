@@ -56,7 +56,7 @@ from doppler_gym.graph.ops import infer_output_shape, op_flops
 from doppler_gym.graph.spec import OpSpec
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.workloads.torch_export import aten_name
-from doppler_gym.workloads.torch_flops import ALIAS, GATHER, fill_precisions, node_precision
+from doppler_gym.workloads.torch_flops import ALIAS, GATHER, fill_precisions, node_precision, tensors
 
 PER_ELEMENT = {
     "add": 1, "sub": 1, "mul": 1, "div": 1, "neg": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1,
@@ -202,7 +202,7 @@ def _cast(module: Any, args: tuple[Any, ...], precision: str) -> tuple[Any, tupl
 def _metas(node: Any) -> list[Any]:
     """A node's output tensors' metadata: ``tensor_meta`` (shape propagation, export), else the
     traced ``val`` (torch.export gives multi-output ops such as ``split`` or ``lstm`` only that)."""
-    return _tensor_metas(node.meta.get("tensor_meta")) or _tensor_metas(node.meta.get("val"))
+    return tensors(node.meta.get("tensor_meta")) or tensors(node.meta.get("val"))
 
 
 def _to_graph(gm: Any, name: str, tf32: bool = False) -> DataflowGraph:
@@ -291,19 +291,6 @@ def _op_key(node: Any, gm: Any) -> str:
         raw = aten_name(node.target) or getattr(node.target, "__name__", str(node.target))
     raw = raw.strip("_")
     return _ALIASES.get(raw, raw)
-
-
-def _tensor_metas(meta: Any) -> list[Any]:
-    """The ``TensorMetadata`` entries in a node's (possibly nested) ``tensor_meta``."""
-    if meta is None:
-        return []
-    if hasattr(meta, "shape") and hasattr(meta, "dtype"):
-        return [meta]
-    if isinstance(meta, dict):
-        meta = list(meta.values())
-    if isinstance(meta, (list, tuple)):
-        return [m for item in meta for m in _tensor_metas(item)]
-    return []
 
 
 def _shape(arg: Any) -> tuple[int, ...] | None:
