@@ -156,7 +156,9 @@ class TrainingRun:
         self.log: MetricLog | None = None
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
-            self.log = MetricLog(self.out, tensorboard=False)
+            # Placeto and GDP runs do not resume: a run in a folder that holds an earlier run's
+            # metrics.jsonl starts the file again (no rows of two runs under one step count)
+            self.log = MetricLog(self.out, tensorboard=False, keep=lambda row: False)
 
     # ------------------------------------------------------------------ budget
     @property
@@ -197,10 +199,11 @@ class TrainingRun:
             self.best_makespan = float(ms[i])
             self.best_assignment = np.array(assignments[i], dtype=np.int64)
         if greedy:
-            if self.curve and self.curve[-1][0] == self.episodes:
+            again = bool(self.curve) and self.curve[-1][0] == self.episodes
+            if again:
                 self.curve.pop()  # the same policy decoded again (deterministic): one point per episode count
             self.curve.append((self.episodes, float(ms[0])))
-            if self.log is not None:
+            if self.log is not None and not again:  # one eval row per episode count, as the curve
                 self.log.write("eval", self.name, self.episodes, greedy_makespan=float(ms[0]),
                                best_makespan=self.best_makespan)
         return ms

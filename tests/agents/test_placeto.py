@@ -10,7 +10,7 @@ import doppler_gym as dg
 from agents.learned_common import Evaluator, resolve_instance
 from agents.placeto import PlacetoArgs, load_placeto, rollout, train_placeto
 from agents.placeto_policy import NEG_LOGIT, PlacetoGraph, PlacetoNet
-from agents.training import load_checkpoint
+from agents.training import load_checkpoint, read_metrics
 from tests.agents.learned_helpers import assert_same_result, assert_valid_result, comm_chain, graph_context, tiny_graph
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -115,6 +115,17 @@ def test_checkpoint_round_trip(tmp_path):
     assert ms == pytest.approx(res.info["final_greedy"])
     assert (tmp_path / "result.json").is_file() and (tmp_path / "metrics.jsonl").is_file()
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_second_run_in_the_same_folder_starts_the_metrics_again(tmp_path):
+    def eval_steps() -> list[int]:
+        return [row["step"] for row in read_metrics(tmp_path) if row["kind"] == "eval"]
+
+    train_placeto(tiny_graph(), 2, episodes=8, budget_seconds=None, seed=0, out=tmp_path, args=FAST)
+    first = eval_steps()
+    assert first and len(first) == len(set(first))
+    train_placeto(tiny_graph(), 2, episodes=8, budget_seconds=None, seed=1, out=tmp_path, args=FAST)
+    assert eval_steps() == first  # the same schedule of evaluations once, not the first run's rows twice
 
 
 def test_bad_arguments_say_what_to_do():
