@@ -8,8 +8,9 @@ env ids; each entry holds
 - ``n_envs`` (optional, default 1): envs in the ``DummyVecEnv``;
 - ``env_kwargs`` (optional): keyword arguments of ``gym.make(env_id, ...)``, a YAML mapping;
 - ``vec_env`` (optional, default ``dummy``): ``dummy`` (SB3's ``DummyVecEnv`` of ``Monitor``-wrapped
-  ``gym.make`` envs) or ``doppler`` (``agents.sb3_vec_env.PlacementVecEnv``: every env in one batched call,
-  for ``Doppler-Sim-v0``), under SB3's ``VecMonitor``;
+  ``gym.make`` envs) or ``doppler`` (``agents.sb3_vec_env.PlacementVecEnv`` for ``Doppler-Sim-v0``,
+  ``agents.sb3_cluster_vec_env.ClusterVecEnv`` for ``Doppler-Cluster-v0``: every env in one batched call),
+  under SB3's ``VecMonitor``;
 - ``eval_every``, ``eval_episodes``, ``eval_metric`` (optional): the greedy evaluations of
   :func:`agents.recipes.run.train_recipe` (env steps between them, episodes each, the final ``info`` key
   scored, lower is better);
@@ -45,7 +46,7 @@ _RESERVED = ("policy", "n_timesteps", "n_envs", "env_kwargs", "policy_kwargs", "
 # vec_env values: "dummy" (SB3's DummyVecEnv of gym.make envs) or "doppler" (the batched PlacementVecEnv of
 # agents.sb3_vec_env, for the env ids it serves)
 VEC_ENVS = ("dummy", "doppler")
-NATIVE_VEC_IDS = ("Doppler-Sim-v0", "Doppler-SimVec-v0")
+NATIVE_VEC_IDS = ("Doppler-Sim-v0", "Doppler-SimVec-v0", "Doppler-Cluster-v0", "Doppler-ClusterVec-v0")
 _SCHEDULED = ("learning_rate", "clip_range")  # may be written lin_<x>
 
 
@@ -158,6 +159,10 @@ def _vec_env(env_id: str, env_kwargs: dict[str, Any], n: int, kind: str = "dummy
 
     import doppler_gym  # noqa: F401  (registers the env ids)
 
+    if kind == "doppler" and env_id.startswith("Doppler-Cluster"):  # agents.sb3_cluster_vec_env.ClusterVecEnv
+        from agents.sb3_cluster_vec_env import ClusterVecEnv
+
+        return VecMonitor(ClusterVecEnv(n, **env_kwargs))
     if kind == "doppler":
         from agents.sb3_vec_env import PlacementVecEnv
 

@@ -7,7 +7,7 @@ agent edits within an event, and the simulation it hands that allocation to.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -29,12 +29,26 @@ from doppler_gym.envs.cluster_reward import REWARDS, BaselineTimeInSystem, time_
 from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_index, episode_over_error, reset_options
 from doppler_gym.specs import parse_spec, spec_name
 
-__all__ = ["CLUSTER_FEATURES", "DEFAULT_PREEMPTION_COST", "JOB_FEATURES", "NODE_FEATURES", "ClusterEnv"]
+__all__ = ["CLUSTER_FEATURES", "DEFAULT_PREEMPTION_COST", "JOB_FEATURES", "NODE_FEATURES", "ClusterEnv",
+           "ObservationInputs"]
 
 # [s] checkpoint restore a job pays when it starts again after a preemption or a migration: the 30 s
 # re-allocation delay of the Pollux/AdaptDL simulator (petuum/adaptdl, simulator/simulator.py,
 # Job.reallocate: rescale_time = 30), the figure docs/results/cluster.md uses for the Pollux workload
 DEFAULT_PREEMPTION_COST = 30.0
+
+
+class ObservationInputs(NamedTuple):
+    """:meth:`ClusterEnv.observation_inputs`: the arguments of ``ClusterObservation.build``, in its order."""
+
+    view: JobView | None  # the engine's view at this event (None after the last completion)
+    rows: np.ndarray  # (k,) int64, k <= max_jobs: the trace index of the job in each observation row
+    plan: dict[int, list[int]]  # {job: GPU ids} of the jobs running in the edited allocation
+    occupants: list[list[int]]  # (n_gpus,) the jobs on each GPU in the edited allocation
+    unchanged: np.ndarray  # (k,) bool: the row's job runs as it ran when the event began
+    hidden: int  # active jobs outside the window
+    mask: np.ndarray  # (n_actions,) int8 the valid actions
+    head_speed: dict[str, float]  # {GPU type: speed} of the head waiting job ({} on a one-type cluster)
 
 
 class _External(schedulers.Scheduler):
@@ -359,6 +373,13 @@ class ClusterEnv(gym.Env):
         return self._obs(), self._info()
 
     def step(self, action):
+        reward, terminated, truncated, info = self.transition(action)
+        return self._obs(), reward, terminated, truncated, info
+
+    def transition(self, action) -> tuple[float, bool, bool, dict[str, Any]]:
+        """:meth:`step` without building the observation: ``(reward, terminated, truncated, info)``. For batched
+        envs that write the observation themselves from :meth:`observation_inputs`
+        (:mod:`doppler_gym.envs.cluster_vector`)."""
         if self._view is None or self._truncated:
             raise episode_over_error("ClusterEnv.step")
         a = action_index(action, "ClusterEnv.step", "row * n_modes + mode, or n_actions - 1 to advance")
@@ -366,7 +387,7 @@ class ClusterEnv(gym.Env):
             reward, truncated, rejection = self.invalid_actions.reject(lambda: self._invalid_message(a))
             self._steps += 1
             self._truncated = truncated or self._steps >= self.max_steps
-            return self._obs(), reward, False, self._truncated, {**self._info(), **rejection}
+            return reward, False, self._truncated, {**self._info(), **rejection}
         self._steps += 1
         self.invalid_actions.accept()
         before, clock = self._in_system, self._clock
@@ -387,7 +408,7 @@ class ClusterEnv(gym.Env):
             if self._base is not None:
                 info["baseline_avg_jct"] = self._base.total / self.n_jobs
         self._truncated = not terminated and self._steps >= self.max_steps
-        return self._obs(), float(reward), terminated, self._truncated, info
+        return float(reward), terminated, self._truncated, info
 
     def action_masks(self) -> np.ndarray:
         """``(n_actions,) int8``: 1 where the action is valid (== ``obs["action_mask"]``)."""
@@ -547,12 +568,22 @@ class ClusterEnv(gym.Env):
         while self._view is not None and self._mask[-1] and self._mask.sum() == 1:
             self._advance()
 
-    def _obs(self) -> dict[str, np.ndarray]:
+    def observation_inputs(self) -> ObservationInputs:
+        """What the observation is built from now (after :meth:`reset`): the arguments of
+        :meth:`ClusterObservation.build <doppler_gym.envs.cluster_obs.ClusterObservation.build>`. ``view``,
+        ``plan``, ``occupants`` and ``mask`` are the env's live state (read-only; valid until the next step or
+        reset); after the last completion ``view`` is ``None`` and only ``mask`` counts."""
         if self._view is None:
-            return self._observe.terminal(self._mask)
+            return ObservationInputs(None, np.zeros(0, np.int64), {}, [], np.zeros(0, bool), 0, self._mask, {})
         unchanged = np.array([i in self._was_running and i not in self._started for i in self._rows.tolist()], bool)
-        return self._observe.build(self._view, self._rows, self._plan, self._occ, unchanged, self._hidden, self._mask,
-                                   self._head_speed())
+        return ObservationInputs(self._view, self._rows, self._plan, self._occ, unchanged, self._hidden, self._mask,
+                                 self._head_speed())
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        inputs = self.observation_inputs()
+        if inputs.view is None:
+            return self._observe.terminal(inputs.mask)
+        return self._observe.build(*inputs)
 
     def _head_speed(self) -> dict[str, float]:
         """``{GPU type: speed}`` of the head job (the first waiting job of the window) at its GPU count: its

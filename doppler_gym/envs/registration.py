@@ -19,7 +19,10 @@ MDP has an id of its own, :data:`VECTOR_ENV_ID` (``"Doppler-SimVec-v0"``)::
 gives a :class:`~doppler_gym.envs.vector.PlacementVectorEnv` (one batched Numba step for all envs;
 ``vectorization_mode="vector_entry_point"`` is that id's default), while ``gym.make("Doppler-SimVec-v0")``
 gives the single :class:`~doppler_gym.envs.placement.PlacementEnv` itself, unwrapped (no order enforcing, no
-passive checker), so its ``action_masks()`` is reachable without a wrapper.
+passive checker), so its ``action_masks()`` is reachable without a wrapper. The cluster env has the same
+pair, :data:`CLUSTER_VECTOR_ENV_ID` (``"Doppler-ClusterVec-v0"``): ``gym.make_vec`` gives a
+:class:`~doppler_gym.envs.cluster_vector.ClusterVectorEnv`, ``gym.make`` the unwrapped
+:class:`~doppler_gym.envs.cluster.ClusterEnv`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ REAL_ENV_ID = "Doppler-Real-v0"
 COLLECTIVE_ENV_ID = "Doppler-Collective-v0"  # TE-CCL chunk scheduling (doppler_gym.envs.collective)
 CLUSTER_ENV_ID = "Doppler-Cluster-v0"  # online job scheduling on the cluster simulator (doppler_gym.envs.cluster)
 VECTOR_ENV_ID = "Doppler-SimVec-v0"  # Doppler-Sim-v0 with a native vector entry point (doppler_gym.envs.vector)
+# Doppler-Cluster-v0 with a native vector entry point (doppler_gym.envs.cluster_vector)
+CLUSTER_VECTOR_ENV_ID = "Doppler-ClusterVec-v0"
 
 _ENTRY_POINTS = {
     "Doppler-Sim-v0": "doppler_gym.envs.placement:PlacementEnv",
@@ -54,4 +59,9 @@ for _env_id, _entry_point in _ENTRY_POINTS.items():
 if VECTOR_ENV_ID not in registry:
     register(id=VECTOR_ENV_ID, entry_point=_ENTRY_POINTS["Doppler-Sim-v0"],
              vector_entry_point="doppler_gym.envs.vector.env:PlacementVectorEnv",
+             order_enforce=False, disable_env_checker=True)
+
+if CLUSTER_VECTOR_ENV_ID not in registry:
+    register(id=CLUSTER_VECTOR_ENV_ID, entry_point=_ENTRY_POINTS[CLUSTER_ENV_ID],
+             vector_entry_point="doppler_gym.envs.cluster_vector.env:ClusterVectorEnv",
              order_enforce=False, disable_env_checker=True)

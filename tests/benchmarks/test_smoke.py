@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ("bench_cluster", "bench_cluster_types", "bench_comm", "bench_env", "bench_gavel", "bench_memory",
-        "bench_pipeline", "bench_sim", "bench_sim_rl", "bench_stragglers", "bench_vector")
+FAST = ("bench_cluster", "bench_cluster_types", "bench_cluster_vector", "bench_comm", "bench_env", "bench_gavel",
+        "bench_memory", "bench_pipeline", "bench_sim", "bench_sim_rl", "bench_stragglers", "bench_vector")
 SLOW = ("bench_baselines", "bench_cluster_rl", "bench_generalisation", "bench_learned_baselines", "bench_multicast",
         "bench_place", "bench_policy", "bench_quality", "bench_ray", "bench_real_dist", "gpu_check")
 WRITES_OUT = ("bench_generalisation", "bench_learned_baselines", "bench_place", "bench_quality", "bench_real_dist")

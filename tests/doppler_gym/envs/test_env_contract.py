@@ -39,6 +39,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "Doppler-SimVec-v0": {"graph": make_toy(), "topology": 2, "sim_config": RAW},
     "Doppler-Collective-v0": {"topology": _line3(), "collective": "allgather", "epoch": 1.0, "buffer_bytes": 3e9},
     "Doppler-Cluster-v0": {"trace": "generated:5", "cluster": Cluster.uniform(2, 4), "max_jobs": 4},
+    "Doppler-ClusterVec-v0": {"trace": "generated:5", "cluster": Cluster.uniform(2, 4), "max_jobs": 4},
     "Doppler-Real-v0": {"graph": cost_only_graph(), "devices": "cpu:2", "topology": 2, "calibrate": False,
                         "repeats": 1, "warmup": 0, "progress": False},
 }

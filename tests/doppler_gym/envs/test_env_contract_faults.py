@@ -25,6 +25,7 @@ VALID_OPTIONS: dict[str, tuple[str, ...]] = {
     "Doppler-Real-v0": ("graph", "topology"),
     "Doppler-Collective-v0": (),
     "Doppler-Cluster-v0": (),
+    "Doppler-ClusterVec-v0": (),
 }
 EPISODE_OVER = r"the episode has ended \(or never started\); call reset\(\)"
 
