@@ -270,7 +270,7 @@ class DirectDecoder:
         if graph.n_ops == 0:
             raise ValueError(f"DirectDecoder: graph {graph.name!r} has no ops; there is nothing to place")
         topology = resolve_topology(topology, "DirectDecoder: topology")
-        config = default_config(graph) if config is None else config
+        config = default_config(graph, topology) if config is None else config
         self.policy = policy
         self.ctx: GraphContext = instance_context(graph, topology, config)
         self.heads = NumpyHeads(policy)

@@ -52,14 +52,15 @@ def resolve_instance(graph: object, topology: object, sim_config: object, where:
         graph: a :class:`~doppler_gym.graph.types.DataflowGraph`, a paper graph name
             (``"paper/chainmm"``), a workload name (``"ffnn"``) or a ``.txt``/``.json`` path.
         topology: a :class:`~doppler_gym.topology.types.Topology`, a preset name or a device count.
-        sim_config: a :class:`SimConfig`, a dict of its fields, or ``None`` (the reference model
-            for paper graphs, ``SimConfig()`` otherwise: ``doppler_gym.instances.default_config``).
+        sim_config: a :class:`SimConfig`, a dict of its fields, or ``None`` (the graph's default on the
+            topology, ``doppler_gym.instances.default_config``: the reference model for paper graphs, the
+            roofline on a topology with GPU models, ``SimConfig()`` otherwise).
         where: the caller's name, for error messages.
     """
     g = resolve_graph(graph, where=f"{where}: graph")
     topo = resolve_topology(topology, f"{where}: topology")
     if sim_config is None:
-        config = default_config(g)
+        config = default_config(g, topo)
     elif isinstance(sim_config, SimConfig):
         config = sim_config
     elif isinstance(sim_config, dict):

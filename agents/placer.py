@@ -295,7 +295,7 @@ def place(
 
     Returns:
         A :class:`PlaceResult`; its makespan is ``simulate`` of its assignment (with its order as
-        priorities where the config uses them) under ``default_config(graph)``, the config every
+        priorities where the config uses them) under ``default_config(graph, topology)``, the config every
         candidate is scored under.
     """
     loading = time.perf_counter()
@@ -306,7 +306,7 @@ def place(
     if g.n_ops == 0:
         raise ValueError(f"graph {g.name!r} has no ops; there is nothing to place")
     topo = resolve_devices(devices, topology)
-    config = default_config(g)
+    config = default_config(g, topo)
     net, label = resolve_policy(policy)
     net.set_training_mode(False)
     warm_up(g, topo, config)  # the simulator's kernels load (or compile) outside the budget

@@ -122,8 +122,8 @@ def train_placeto(
     Args:
         graph: a DataflowGraph, a paper graph name (``"paper/chainmm"``), a workload name or a file.
         topology: a device count, a preset name (``"p100x4"``) or a Topology.
-        sim_config: the simulator model (SimConfig or a dict of its fields); None = the reference
-            model for paper graphs, ``SimConfig()`` otherwise.
+        sim_config: the simulator model (SimConfig or a dict of its fields); None = the graph's
+            ``doppler_gym.instances.default_config`` on the topology.
         budget_seconds: wall-clock training limit [s], checked between updates (the final
             evaluation comes after it); None = episodes only.
         episodes: training episodes (rounded up to whole updates of ``episodes_per_update``);

@@ -85,7 +85,7 @@ def quality(budgets: list[float], seed: int, instances: list[tuple], policy_path
     for spec, topo_spec in instances:
         g = build(spec)
         topo = dg.instances.resolve_topology(topo_spec)
-        config = dg.instances.default_config(g)
+        config = dg.instances.default_config(g, topo)
         cp = dg.baselines.critical_path(g, topo, config, seed=0).makespan
         heft = dg.baselines.heft(g, topo, config).makespan
         greedy = place(g, topology=topo, policy=policy, seed=seed, reference=False, heuristics=False)
@@ -121,7 +121,8 @@ def instances_up_to(instances: list[tuple], max_ops: int):
     for spec, topo_spec in instances:
         g = build(spec)
         if g.n_ops <= max_ops:
-            yield spec, g, dg.instances.resolve_topology(topo_spec), dg.instances.default_config(g)
+            topo = dg.instances.resolve_topology(topo_spec)
+            yield spec, g, topo, dg.instances.default_config(g, topo)
 
 
 def starts(evals: int, seed: int, instances: list[tuple], policy_path: str | None = None,

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         graph_name, topo_name, model = CASES[name]
         graph = dg.instances.resolve_graph(graph_name)
         topo = dg.Topology.preset(topo_name)
-        config = replace(dg.instances.default_config(graph), stragglers=())
+        config = replace(dg.instances.default_config(graph, topo), stragglers=())
         cp = dg.baselines.run("critical_path", graph, topo, config, seed=0)
         start = np.asarray(cp.assignment, dtype=np.int64)
         horizon = float(cp.makespan)

@@ -13,11 +13,13 @@ agents and the real backend. It sits at the top of the core (below ``envs``, ``c
 - :func:`resolve_workload`: the same, as a :class:`~doppler_gym.workloads.Workload`, which a
   pipeline schedule comes with (its own ``assignment``, ``priorities`` and ``config``);
   :func:`workload_of` finds the workload a graph resolved here was built as.
-- :func:`default_config`: the runtime model a graph gets when none is given: the reference model
-  (``SimConfig.reference()``, paper time units) for the paper files, the workload's own config for a
+- :func:`default_config`: the runtime model a graph gets on a topology when none is given: the reference
+  model (``SimConfig.reference()``, paper time units) for the paper files, the workload's own config for a
   graph resolved here from a workload that carries one (a pipeline: ``queue_order="fixed"``, raw costs
-  with ``unit_costs``), ``SimConfig()`` otherwise. So ``doppler simulate``/``whatif``/``place`` and the
-  envs run a pipeline as built unless the user gives a config.
+  with ``unit_costs``), ``SimConfig()`` otherwise; a FLOP-rate model among these becomes the roofline
+  (``cost_model="roofline"``) for a graph in physical units on a topology whose devices all have GPU models
+  (the GPU presets). So ``doppler simulate``/``whatif``/``place`` and the envs run a pipeline as built, and
+  a workload at its GPUs' roofline, unless the user gives a config.
 - :func:`check_assignment`: an assignment as int32 device ids, checked against the graph and
   topology (the check ``simulate`` and the real backend apply).
 
@@ -26,12 +28,15 @@ agents and the real backend. It sits at the top of the core (below ``envs``, ``c
 >>> topo = dg.instances.resolve_topology(4)
 >>> dg.instances.default_config(dg.instances.resolve_graph("paper/ffnn")) == dg.SimConfig.reference()
 True
+>>> dg.instances.default_config(g, topo).cost_model, dg.instances.default_config(g, "h100x8-nvswitch").cost_model
+('topology', 'roofline')
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import weakref
 from collections.abc import Mapping
@@ -44,6 +49,7 @@ from doppler_gym.graph.io import SUFFIXES, load_graph, paper_graph_names
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.assignment import check_assignment
 from doppler_gym.sim.config import SimConfig
+from doppler_gym.sim.roofline import roofline_applies
 from doppler_gym.specs import Range, parse_spec, spec_name
 from doppler_gym.topology.presets import preset_names
 from doppler_gym.topology.types import Topology
@@ -174,17 +180,36 @@ def resolve_topology(spec: object, where: str = "topology") -> Topology:
     )
 
 
-def default_config(graph: DataflowGraph) -> SimConfig:
-    """The runtime model of ``graph`` when none is given.
+def default_config(graph: DataflowGraph, topology: object = None) -> SimConfig:
+    """The runtime model of ``graph`` on ``topology`` (a :class:`Topology`, a preset name or a device count,
+    :func:`resolve_topology`; ``None``: hardware unknown) when the user gives none.
 
-    ``SimConfig.reference()`` for the paper files (``graph.units == "paper"``: their costs are
-    times, reported in the paper's units); the config of the workload ``graph`` was resolved from
-    (:func:`workload_of`) when it carries one (a pipeline schedule's ``queue_order="fixed"``, raw costs
-    with ``unit_costs``); ``SimConfig()`` (topology cost model, seconds) otherwise.
+    - ``SimConfig.reference()`` for the paper files (``graph.units == "paper"``: their costs are
+      times, reported in the paper's units), whatever the topology.
+    - Otherwise the config of the workload ``graph`` was resolved from (:func:`workload_of`) when it carries
+      one (a pipeline schedule's ``queue_order="fixed"``, raw costs with ``unit_costs``), else ``SimConfig()``;
+    - and where that config uses the FLOP-rate model (``cost_model="topology"``) and the graph can run under
+      the roofline on this topology (:func:`~doppler_gym.sim.roofline.roofline_applies`: physical units, every
+      device with a GPU model, as on the GPU presets), ``cost_model="roofline"`` instead, its other fields
+      kept. A workload's raw costs stay raw.
+
+    So ``llama-layer`` on ``"h100x8-nvswitch"`` runs under the roofline, the same graph on 8 (a
+    ``Topology.uniform``) or with ``topology=None`` (hardware unknown) under the FLOP-rate model, and a paper
+    graph under the reference model everywhere. A config the user gives is never replaced: every caller
+    (the CLI, the envs, the baselines, the agents) uses this only when none is given.
     """
     if graph.units == "paper":
         return SimConfig.reference()
     workload = workload_of(graph)
-    if workload is not None and isinstance(workload.config, SimConfig):
-        return workload.config
-    return SimConfig()
+    config = workload.config if workload is not None and isinstance(workload.config, SimConfig) else SimConfig()
+    topo = None if topology is None else resolve_topology(topology, "default_config: topology")
+    if config.cost_model == "topology" and roofline_applies(graph, topo):
+        return _under_roofline(config)
+    return config
+
+
+@functools.lru_cache(maxsize=32)
+def _under_roofline(config: SimConfig) -> SimConfig:
+    """``config`` with ``cost_model="roofline"``; one object per config, so repeated defaults are the same object
+    (``simulate`` keys its fastest path on the config's identity)."""
+    return dataclasses.replace(config, cost_model="roofline")

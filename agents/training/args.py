@@ -322,7 +322,7 @@ class TrainArgs:
     topology: str | None = None
     """A topology preset name (``p100x4``, ``uniform8``) instead of ``devices``."""
     sim_config: dict | None = None
-    """``SimConfig`` fields; ``None``: the reference model for paper graphs, ``SimConfig()`` otherwise."""
+    """``SimConfig`` fields; ``None``: ``doppler_gym.instances.default_config`` of the graph on the topology."""
     learn: str = "both"
     """Which decisions the policy learns: ``both`` (DOPPLER), ``sel`` (the critical-path teacher places: PLC
     ablation off) or ``plc`` (the teacher selects); see :mod:`agents.training.ablation`."""

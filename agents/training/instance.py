@@ -63,14 +63,14 @@ class Instance:
             max_ops, max_edges = padding_for(specs, held_out, args.seed, args.mix.max_ops, args.mix.max_edges)
             mix = GraphMix(specs, max_ops, max_edges, args.mix.pool, args.seed)
             graph = held_out[0] if held_out else mix(np.random.default_rng(args.seed))
-            config = given or default_config(graph)
+            config = given or default_config(graph, topology)
             padding = {"max_ops": max_ops, "max_edges": max_edges}
             topologies = tuple(resolve_topology(_topology_spec(t)) for t in args.mix.topologies)
             if topologies:
                 padding["max_devices"] = max(t.n_devices for t in (topology, *topologies))
             return cls(graph, topology, config, args.learn, mix, held_out, padding, given, topologies)
         graph = resolve_graph(args.graph, args.graph_params)
-        config = given or default_config(graph)
+        config = given or default_config(graph, topology)
         padding = {}
         if held_out:  # the held-out graphs are decoded by the same policy: one padding for all
             padding = {"max_ops": max(g.n_ops for g in (graph, *held_out)),
@@ -81,7 +81,7 @@ class Instance:
         """A ``Doppler-Sim-v0`` env on ``graph`` (default the main graph), with this instance's
         padding, wrapped for the ablation (``learned=False``: the raw two-phase env)."""
         graph = self.graph if graph is None else graph
-        config = self.config if graph is self.graph else (self.mix_config or default_config(graph))
+        config = self.config if graph is self.graph else (self.mix_config or default_config(graph, self.topology))
         kwargs.setdefault("reward", TRAINER_REWARD)
         env = gym.make("Doppler-Sim-v0", graph=graph, topology=self.topology, sim_config=config,
                        disable_env_checker=True, **self.padding, **kwargs)

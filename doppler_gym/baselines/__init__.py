@@ -1,8 +1,9 @@
 """Placement baselines: heuristics, partitioning, search and exact methods.
 
 Every baseline takes ``(graph, topology, config=None, **options)`` (an int topology means
-``Topology.uniform(n)``; ``config=None`` the reference simulator for paper graphs and
-``SimConfig()`` otherwise) and returns a :class:`Placement` whose ``makespan`` is the simulated
+``Topology.uniform(n)``; ``config=None`` :func:`doppler_gym.instances.default_config` of the graph on
+that topology: the reference simulator for paper graphs, the roofline on GPU presets, else ``SimConfig()``)
+and returns a :class:`Placement` whose ``makespan`` is the simulated
 makespan of its assignment under that config. :func:`run` calls one by name.
 
 ==================  ==================================================================

@@ -24,7 +24,7 @@ def resolve(
     graph: object, topology: object, config: object, where: str
 ) -> tuple[DataflowGraph, Topology, SimConfig]:
     """Check a baseline's inputs (objects, not names): an int topology means ``Topology.uniform(n)``
-    and a ``None`` config the graph's :func:`~doppler_gym.instances.default_config`.
+    and a ``None`` config the graph's :func:`~doppler_gym.instances.default_config` on that topology.
 
     Raises:
         TypeError: a graph that is not a DataflowGraph, a topology that is neither a Topology
@@ -43,11 +43,11 @@ def resolve(
         )
     topology = resolve_topology(topology, f"{where}: topology")
     if config is None:
-        config = default_config(graph)
+        config = default_config(graph, topology)
     elif not isinstance(config, SimConfig):
         raise TypeError(
-            f"{where}: config must be a SimConfig or None (None = SimConfig.reference() for paper "
-            f"graphs, SimConfig() otherwise), got {type(config).__name__}"
+            f"{where}: config must be a SimConfig or None (None = doppler_gym.instances.default_config(graph, "
+            f"topology)), got {type(config).__name__}"
         )
     return graph, topology, config
 

@@ -52,8 +52,8 @@ def critical_path(
     Args:
         graph: the graph.
         topology: the devices (an int ``n`` means ``Topology.uniform(n)``).
-        config: the simulator model; ``None`` = ``SimConfig.reference()`` for paper graphs,
-            ``SimConfig()`` otherwise. The estimate uses its cost model (raw or topology).
+        config: the simulator model; ``None`` = the graph's
+            :func:`~doppler_gym.instances.default_config` on ``topology``. The estimate uses its cost model.
         seed: seed of the random tie-breaks.
         paper_faithful: reproduce the authors' code, bugs included: the estimate's start times
             follow their packed, dependency-free bookkeeping (``time_model="faithful"``), and the

@@ -80,8 +80,8 @@ def local_search(
     """Improve the best of several start placements by batched local search (module docstring).
 
     Args:
-        graph, topology, config: as for every baseline (``config=None``: the reference model for
-            paper graphs, ``SimConfig()`` otherwise).
+        graph, topology, config: as for every baseline (``config=None``: the graph's
+            :func:`~doppler_gym.instances.default_config` on ``topology``).
         seed: seeds the moves, the acceptance draws and the default critical-path start.
         max_evals: stop after this many simulated neighbours (``None``: no limit).
         seconds: stop after this much wall-clock time [s], start placements included (``None``:

@@ -11,7 +11,7 @@ from doppler_gym import workloads
 from doppler_gym.graph.analysis import b_level
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.instances import default_config, resolve_graph, resolve_topology
-from doppler_gym.sim.config import LINK_MODELS, MULTICASTS, QUEUE_ORDERS, SimConfig
+from doppler_gym.sim.config import COST_MODELS, LINK_MODELS, MULTICASTS, QUEUE_ORDERS, SimConfig
 from doppler_gym.sim.costs import Costs
 from doppler_gym.specs import parse_param
 from doppler_gym.topology.presets import preset_names
@@ -56,8 +56,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
     ``reference_only`` adds just ``--reference`` (for commands that only need the time unit)."""
     group = parser.add_argument_group(
         "simulator",
-        "paper graphs default to the reference model (the authors' simulator, paper time units), "
-        "other graphs to the topology model (seconds)",
+        "paper graphs default to the reference model (the authors' simulator, paper time units); other "
+        "graphs to the roofline on a topology with GPU models (the GPU presets), else to the FLOP-rate "
+        "topology model (seconds)",
     )
     group.add_argument(
         "--reference", action="store_true",
@@ -65,6 +66,12 @@ def add_sim_arguments(parser: argparse.ArgumentParser, reference_only: bool = Fa
     )
     if reference_only:
         return
+    group.add_argument(
+        "--cost-model", choices=COST_MODELS,
+        help="op and transfer times: topology (FLOPs / device speed), roofline (each device's GPU model: "
+        "tensor-core or vector peak, HBM bandwidth, launch overhead) or raw (the graph's costs are times); "
+        "default: as above",
+    )
     group.add_argument(
         "--link-model", choices=LINK_MODELS, help="ideal (no contention) or fifo (one transfer per link at a time)",
     )
@@ -113,13 +120,17 @@ def topology_from_args(args: argparse.Namespace) -> Topology:
     return resolve_topology(n, "--devices")
 
 
-SIM_FLAGS = ("link_model", "streams", "queue_order", "multicast")  # SimConfig fields set by flags of the same name
+SIM_FLAGS = ("cost_model", "link_model", "streams", "queue_order", "multicast")  # SimConfig fields set by flags
 
 
-def config_from_args(args: argparse.Namespace, graph: DataflowGraph) -> SimConfig:
-    """The reference model with ``--reference``, else the graph's default
-    (:func:`doppler_gym.instances.default_config`); flags override."""
-    base = SimConfig.reference() if args.reference else default_config(graph)
+def config_from_args(args: argparse.Namespace, graph: DataflowGraph, topology: Topology | None = None) -> SimConfig:
+    """The reference model with ``--reference``, else the default of ``graph`` on ``topology``
+    (:func:`doppler_gym.instances.default_config`; ``None``: the topology of ``args``,
+    :func:`topology_from_args`); flags override."""
+    if args.reference:
+        base = SimConfig.reference()
+    else:
+        base = default_config(graph, topology if topology is not None else topology_from_args(args))
     changes: dict[str, object] = {}
     for flag in SIM_FLAGS:
         if getattr(args, flag, None) is not None:

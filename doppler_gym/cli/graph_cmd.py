@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_info(args: argparse.Namespace) -> int:
     g = common.graph_from_args(args)
     topo = common.topology_from_args(args)
-    config = common.config_from_args(args, g)
+    config = common.config_from_args(args, g, topo)
     unit = config.time_unit
     comp = Costs.of(g, topo, config).comp[:, int(np.argmax(topo.speed))] / config.time_divisor  # fastest device
     cp_len, cp_ops = critical_path(g, comp)
@@ -55,12 +55,15 @@ def run_info(args: argparse.Namespace) -> int:
                            "  (sum of the ops' transfer costs)"),
         ]
     else:
-        cap = float(topo.speed.sum())
+        if config.cost_model == "roofline":  # each op at its fastest device's roofline time, spread evenly
+            spread = float(Costs.of(g, topo, config).comp.min(axis=1).sum()) / topo.n_devices
+        else:
+            spread = g.total_flops / float(topo.speed.sum())
         rows += [
             (
                 "total work",
                 f"{common.fmt_count(g.total_flops, 'FLOP')}  "
-                f"({common.fmt_time(g.total_flops / cap / config.time_divisor, unit)} spread over {topo.name})",
+                f"({common.fmt_time(spread / config.time_divisor, unit)} spread over {topo.name})",
             ),
             ("output data", common.fmt_count(float(g.out_bytes.sum()), "B")),
         ]

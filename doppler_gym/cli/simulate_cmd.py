@@ -139,7 +139,7 @@ def read_assignment(path: Path) -> np.ndarray:
 def run(args: argparse.Namespace) -> int:
     g = common.graph_from_args(args)
     topo = common.topology_from_args(args)
-    config = common.config_from_args(args, g)
+    config = common.config_from_args(args, g, topo)
     if getattr(args, "memory", None) is not None:
         config = dataclasses.replace(config, memory=args.memory)
     assignment, label = own_or_made_assignment(args.assignment, g, topo.n_devices, args.seed)

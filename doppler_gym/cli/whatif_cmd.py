@@ -172,7 +172,7 @@ def resolve_assignment(spec: str | None, graph: DataflowGraph, topology: Topolog
 def run(args: argparse.Namespace) -> int:
     g = common.graph_from_args(args)
     topo = common.topology_from_args(args)
-    config = dataclasses.replace(common.config_from_args(args, g), stragglers=())
+    config = dataclasses.replace(common.config_from_args(args, g, topo), stragglers=())
     if not args.straggler:
         raise ValueError("give at least one --straggler, e.g. --straggler device:0@10%-60%x0.5 or "
                          "--straggler random:device_rate=1,seed=0")

@@ -222,7 +222,7 @@ class Instances:
                     f"{what} has {have} {label} but the env pads to max_{label}={cap}; create the env with "
                     f"a larger max_{label}"
                 )
-        config = self.sim_config if self.sim_config is not None else default_config(graph)
+        config = self.sim_config if self.sim_config is not None else default_config(graph, topology)
         return self.context(graph, topology, config)
 
     def context(self, graph: DataflowGraph, topology: Topology, config: SimConfig) -> GraphContext:

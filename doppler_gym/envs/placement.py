@@ -137,8 +137,9 @@ class PlacementEnv(gym.Env):
         - ``topology``: a :class:`Topology`, a preset name (``"p100x4"``, ``"uniform8"``), a device
           count (``Topology.uniform(n)``), or a sequence/callable/iterator of those.
         - ``sim_config``: the runtime model; ``None`` = the graph's
-          :func:`~doppler_gym.instances.default_config` (``SimConfig.reference()`` for paper
-          graphs, ``SimConfig()`` otherwise), decided per episode.
+          :func:`~doppler_gym.instances.default_config` on the episode's topology
+          (``SimConfig.reference()`` for paper graphs, the roofline for other graphs on a topology with
+          GPU models, ``SimConfig()`` otherwise), decided per episode.
         - ``reward``: a name from :func:`~doppler_gym.envs.rewards.reward_names` or a ``Reward``.
         - ``max_ops``, ``max_edges``, ``max_devices``: padding sizes [count]; default: the largest
           of the known graphs/topologies; required for generated ones.

@@ -31,6 +31,11 @@ class SimConfig:
             peaks, HBM bandwidth, launch overhead; :mod:`doppler_gym.sim.roofline`), the topology's
             ``speed`` ignored; transfers as under ``"topology"``. Needs a topology whose ``gpus`` are
             set (the presets' are) and a graph in physical units.
+            The field's default is ``"topology"``, so ``SimConfig()`` and ``simulate`` without a config
+            stay on the FLOP-rate model; the tools' default (the ``doppler`` command, the envs, the
+            baselines and agents, when given no config) is :func:`doppler_gym.instances.default_config`,
+            which picks ``"roofline"`` for a graph in physical units on a topology whose devices all
+            have GPU models, the reference model for the paper graphs, and ``"topology"`` otherwise.
         link_model: ``"ideal"``: transfers never contend (any number share a link at full
             speed). ``"fifo"``: each directed link carries one transfer at a time, first come
             first served; a multi-hop transfer is store-and-forward, queueing at every hop.

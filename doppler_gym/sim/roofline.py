@@ -37,6 +37,7 @@ import numpy as np
 from doppler_gym.graph.op_kinds import TENSOR_KINDS, is_tensor_kind  # noqa: F401  re-exported
 from doppler_gym.graph.types import PRECISIONS, DataflowGraph
 from doppler_gym.topology.gpus import GpuSpec, gpu_spec
+from doppler_gym.topology.types import Topology
 
 FIT_GPU = "h100-sxm"
 FIT_PRECISION = "bf16"
@@ -107,3 +108,13 @@ def op_times(graph: DataflowGraph, gpu: GpuSpec, precision: str = "bf16") -> np.
     memory = nbytes / gpu.hbm_bandwidth
     kernel = (flops > 0) | (nbytes > 0)
     return np.where(kernel, np.maximum(compute, memory) + gpu.launch_overhead, 0.0)
+
+
+def roofline_applies(graph: DataflowGraph, topology: Topology | None) -> bool:
+    """Whether ``graph`` on ``topology`` can run under the roofline, so its default config uses it
+    (:func:`doppler_gym.instances.default_config`): the graph is in physical units (FLOPs, bytes; not the
+    paper files' times) and every device of the topology has a GPU model (``topology.gpus`` set, as on the
+    GPU presets). ``None`` (no topology known) or a topology without GPU models (``Topology.uniform``, a
+    device count) is False: there the FLOP-rate model (``cost_model="topology"``) is the one that applies.
+    """
+    return graph.units == "physical" and topology is not None and topology.gpus is not None

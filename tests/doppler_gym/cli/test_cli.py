@@ -65,6 +65,22 @@ def test_graph_info_json_path(capsys, tmp_path):
     assert "on p100x4 (4 devices)" in field(out, "lower bound")
 
 
+def test_graph_info_on_a_gpu_preset_uses_the_roofline(capsys):
+    """On ``h100x8-nvswitch`` a workload's work and bound are roofline times: every op's time on one H100 (the
+    roofline module's table), spread over the 8 GPUs, and the bound under ``SimConfig(cost_model="roofline")``."""
+    from doppler_gym.cli.common import fmt_time
+    from doppler_gym.sim.roofline import op_times
+    from doppler_gym.topology.gpus import gpu_spec
+
+    code, out, _ = run(capsys, "graph", "info", "ffnn", "--param", "layers=2", "--topology", "h100x8-nvswitch")
+    g = dg.workloads.make("ffnn", layers=2)
+    assert code == 0
+    assert f"({fmt_time(op_times(g, gpu_spec('h100-sxm')).sum() / 8, 's')} spread over" in field(out, "total work")
+    bound = dg.makespan_lower_bound(g, dg.Topology.preset("h100x8-nvswitch"), dg.SimConfig(cost_model="roofline"))
+    assert field(out, "lower bound").startswith(fmt_time(bound, "s"))
+    assert "cost_model='roofline'" in field(out, "time unit")
+
+
 def test_graph_list(capsys):
     code, out, _ = run(capsys, "graph", "list")
     assert code == 0
@@ -147,7 +163,8 @@ def test_simulate_with_teccl_multicast(capsys, tmp_path):
         results[mode] = data["makespan"]
     g = dg.workloads.make("ffnn", layers=2)
     topo = dg.Topology.preset("v100x8-dgx1")
-    expected = dg.simulate(g, np.arange(g.n_ops) % 8, topo, config=dg.SimConfig(multicast="teccl")).makespan
+    roofline_teccl = dg.SimConfig(cost_model="roofline", multicast="teccl")  # a workload on a GPU preset: the roofline
+    expected = dg.simulate(g, np.arange(g.n_ops) % 8, topo, config=roofline_teccl).makespan
     assert results["teccl"] == pytest.approx(expected, rel=1e-12) and results["teccl"] != results["p2p"]
 
 
@@ -159,8 +176,8 @@ def test_simulate_workload_with_sim_flags(capsys, tmp_path):
     assert code == 0
     data = json.loads(out_json.read_text())
     assert data["time_unit"] == "s" and data["n_devices"] == 8
-    assert data["config"] == {
-        "cost_model": "topology", "link_model": "fifo", "streams": 2, "queue_order": "priority",
+    assert data["config"] == {  # a workload on a GPU preset: the roofline by default
+        "cost_model": "roofline", "link_model": "fifo", "streams": 2, "queue_order": "priority",
         "compute_jitter": 0.1, "transfer_jitter": 0.1, "seed": 3, "time_divisor": 1.0,
         "multicast": "p2p", "multicast_chunks": 1, "multicast_epoch": "fast", "multicast_time_limit": 30.0,
         "memory": "off", "stragglers": [], "precision": "bf16",
@@ -237,3 +254,27 @@ def test_module_entry_point_subprocess():
     )
     assert bad.returncode == 2
     assert error_line(bad.stderr).startswith("doppler: error: unknown graph 'nosuch'")
+
+
+def test_simulate_defaults_to_the_roofline_on_a_gpu_preset_and_the_cost_model_flag_overrides_it(capsys, tmp_path):
+    """A workload on ``h100x8-nvswitch`` runs under the roofline, on ``--devices 8`` (no GPU models) under the
+    FLOP-rate model, and ``--cost-model`` picks either; each makespan is the API's under that explicit model."""
+    g = dg.workloads.make("ffnn", layers=1)
+    rr = np.arange(g.n_ops) % 8
+    h100 = dg.Topology.preset("h100x8-nvswitch")
+    cases = (
+        (("--topology", "h100x8-nvswitch"), h100, dg.SimConfig(cost_model="roofline")),
+        (("--topology", "h100x8-nvswitch", "--cost-model", "topology"), h100, dg.SimConfig()),
+        (("--devices", "8"), dg.Topology.uniform(8), dg.SimConfig()),
+    )
+    makespans = []
+    for i, (flags, topo, config) in enumerate(cases):
+        out_json = tmp_path / f"r{i}.json"
+        code, _, _ = run(capsys, "simulate", "ffnn", "--param", "layers=1", *flags, "--assignment", "round-robin",
+                         "--json", str(out_json))
+        assert code == 0
+        data = json.loads(out_json.read_text())
+        assert data["config"]["cost_model"] == config.cost_model
+        assert data["makespan"] == pytest.approx(dg.simulate(g, rr, topo, config=config).makespan, rel=1e-12)
+        makespans.append(data["makespan"])
+    assert makespans[0] != makespans[1]  # the two models charge the same placement differently

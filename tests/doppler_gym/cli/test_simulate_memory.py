@@ -18,7 +18,8 @@ ARGS = ("simulate", "ffnn", "--param", "hidden=16384", "--param", "layers=5", "-
 def api_trace(kind: str, mode: str):
     g = dg.workloads.make("ffnn", hidden=16384, layers=5)
     assignment = np.zeros(g.n_ops, np.int64) if kind == "single" else np.arange(g.n_ops) % 4
-    return g, dg.simulate(g, assignment, topology=dg.Topology.preset("p100x4"), config=SimConfig(memory=mode))
+    config = SimConfig(cost_model="roofline", memory=mode)  # the CLI's default for a workload on a GPU preset
+    return g, dg.simulate(g, assignment, topology=dg.Topology.preset("p100x4"), config=config)
 
 
 def test_enforce_reports_the_violation(capsys, tmp_path):

@@ -195,7 +195,8 @@ def test_multi_graph_generator_episodes():
         obs, _rewards, info, steps = masked_rollout(env, rng)
         g = env.graph
         ids.add(info["graph_id"])
-        assert steps == 2 * g.n_ops and env.sim_config == dg.SimConfig()  # physical graph: default config
+        # a physical graph on a GPU preset (p100x4): the roofline by default
+        assert steps == 2 * g.n_ops and env.sim_config == dg.SimConfig(cost_model="roofline")
         again = dg.simulate(g, info["assignment"], env.topology, config=env.sim_config)
         assert info["makespan"] == again.makespan
         assert obs[0]["n_ops"][0] == g.n_ops and obs[0]["n_devices"][0] == 4

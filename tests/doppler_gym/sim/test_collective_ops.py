@@ -193,8 +193,8 @@ def test_env_and_cli(capsys, tmp_path):
     expected = dg.simulate(g, a, topology=topo, config=TECCL).makespan
     assert expected != dg.simulate(g, a, topology=topo).makespan
     out_json = tmp_path / "r.json"
-    assert main(["simulate", str(path), "--topology", "v100x8-dgx1", "--assignment", "round-robin",
-                 "--multicast", "teccl", "--json", str(out_json)]) == 0
+    assert main(["simulate", str(path), "--topology", "v100x8-dgx1", "--assignment", "round-robin",  # TECCL's model
+                 "--cost-model", "topology", "--multicast", "teccl", "--json", str(out_json)]) == 0
     capsys.readouterr()
     assert json.loads(out_json.read_text())["makespan"] == pytest.approx(expected, rel=1e-12)
     env = gym.make("Doppler-Sim-v0", graph=g, topology=topo, sim_config=TECCL)
