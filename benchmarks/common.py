@@ -1,4 +1,6 @@
-"""What every benchmark shares: its command line, the machine line, timing and the results it writes.
+"""What every benchmark shares: its command line, the machine line, timing and the results it writes; and the
+env-steps-per-second loop of the vector env benchmarks (random valid actions, best rounds, rates, a cProfile
+breakdown).
 
 A benchmark is a module of this package, run from the repository root::
 
@@ -15,17 +17,21 @@ where one is missing).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import json
 import math
 import os
 import platform
+import pstats
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root (the folder holding ``benchmarks/``)."""
@@ -190,3 +196,132 @@ def finite_positive(value: float, what: str) -> float:
     check(isinstance(value, (int, float)) and math.isfinite(value) and value > 0,
           f"{what} is {value!r}; expected a finite number > 0")
     return value
+
+
+# ---------------------------------------------------------------------- env steps per second (random valid actions)
+StepsRun = Callable[[int], tuple[float, float]]
+"""``run(steps) -> (seconds, policy seconds)``: ``steps`` env steps (all envs together) and the policy's share."""
+
+
+def random_env_run(env: Any, seed: int) -> StepsRun:
+    """One env (with ``action_masks()``) taking uniformly random valid actions, reset as its episodes end."""
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+
+    def run(steps: int) -> tuple[float, float]:
+        policy = 0.0
+        start = time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            valid = np.flatnonzero(env.action_masks())
+            action = int(valid[int(rng.random() * valid.size)])
+            policy += time.perf_counter() - t0
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        return time.perf_counter() - start, policy
+
+    return run
+
+
+def random_vector_run(envs: Any, seed: int) -> StepsRun:
+    """A Gymnasium vector env taking uniformly random valid actions (read from ``obs["action_mask"]``, ``(N, A)``);
+    ``steps`` counts the steps of all its envs (``steps // N`` vector steps, at least one)."""
+    obs, _ = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    state = {"obs": obs}
+
+    def run(steps: int) -> tuple[float, float]:
+        policy = 0.0
+        start = time.perf_counter()
+        for _ in range(max(1, steps // envs.num_envs)):
+            t0 = time.perf_counter()
+            mask = state["obs"]["action_mask"]
+            actions = np.argmax(rng.random(mask.shape, dtype=np.float32) * mask, axis=1)  # uniform over the valid
+            policy += time.perf_counter() - t0
+            state["obs"], *_ = envs.step(actions)
+        return time.perf_counter() - start, policy
+
+    return run
+
+
+def best_rounds(runs: dict[str, StepsRun], steps: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Each run's fastest round of ``steps`` env steps over ``rounds`` rounds, the runs taking turns in every round
+    (:func:`side_by_side`): ``{label: (seconds, policy seconds)}`` of that round."""
+    seconds: dict[str, tuple[float, float]] = {}
+
+    def measure(label: str) -> Callable[[], float]:
+        def once() -> float:
+            total, policy = runs[label](steps)
+            best = seconds.get(label)
+            if best is None or total < best[0]:
+                seconds[label] = (total, policy)
+            return total
+        return once
+
+    side_by_side({label: measure(label) for label in runs}, rounds)
+    return seconds
+
+
+def step_rates(seconds: dict[str, tuple[float, float]], width: dict[str, int], steps: int) -> dict[str, dict]:
+    """Env steps per second of each run of :func:`best_rounds` (``width[label]`` envs stepped together, so a round
+    did ``max(1, steps // width) * width`` steps): ``{label: {"steps_per_s", "env_steps_per_s" (without the
+    policy's time), "vs_single" (over the first label's steps_per_s)}}``."""
+    rates: dict[str, dict] = {}
+    base = None
+    for label, (total, policy) in seconds.items():
+        done = max(1, steps // width[label]) * width[label]
+        rate = done / finite_positive(total, f"{label}: seconds")
+        env_rate = done / finite_positive(total - policy, f"{label}: env seconds")
+        base = rate if base is None else base
+        rates[label] = {"steps_per_s": rate, "env_steps_per_s": env_rate, "vs_single": rate / base}
+    return rates
+
+
+def rates_table(rates: dict[str, dict], digits: int = 1) -> str:
+    """The markdown table of :func:`step_rates` (the ratio to one env with ``digits`` decimals)."""
+    rows = [[label, f"{r['steps_per_s']:,.0f}", f"{r['env_steps_per_s']:,.0f}", f"{r['vs_single']:.{digits}f}x"]
+            for label, r in rates.items()]
+    return markdown_table(["case", "total steps/s", "steps/s without the policy", "vs one env"], rows)
+
+
+def profiled(run: StepsRun, steps: int) -> tuple[float, float, dict]:
+    """``run(steps)`` under cProfile: ``(seconds, policy seconds, stats)``, ``stats`` as ``pstats.Stats.stats``
+    (``(file, line, function) -> (calls, primitive calls, own seconds, cumulative seconds, callers)``)."""
+    profile = cProfile.Profile()
+    profile.enable()
+    total, policy = run(steps)
+    profile.disable()
+    return total, policy, pstats.Stats(profile).stats
+
+
+def cumulative_seconds(stats: dict, parts: dict[tuple[str, str], str]) -> dict[str, float]:
+    """``{label: cumulative seconds}`` of the functions of ``parts`` (``(file suffix, function name) -> label``;
+    labels may repeat, their seconds add up) in cProfile ``stats`` (:func:`profiled`)."""
+    out = dict.fromkeys(parts.values(), 0.0)
+    for (file, _, name), (*_, cumtime, _) in stats.items():
+        for (suffix, function), label in parts.items():
+            if file.endswith(suffix) and name == function:
+                out[label] += cumtime
+    return out
+
+
+def loop_shares(total: float, policy: float, parts: dict[str, float], rest: str) -> dict[str, float]:
+    """Shares of a loop's ``total`` seconds: the ``parts`` (seconds each), ``"random policy"`` and what is left
+    under the label ``rest``; they add up to 1."""
+    seconds = {**parts, "random policy": policy}
+    seconds[rest] = total - sum(seconds.values())
+    return {label: s / total for label, s in seconds.items()}
+
+
+def check_shares(shares: dict[str, float]) -> None:
+    """Smoke check of :func:`loop_shares`: they add up to 1 and all but the rest (``rest...``) are >= 0."""
+    check(abs(sum(shares.values()) - 1.0) < 1e-9 and all(v >= 0 for k, v in shares.items() if not k.startswith("rest")),
+          f"breakdown shares {shares} do not add up to 1")
+
+
+def check_rates(rates: dict[str, dict]) -> None:
+    """Smoke check of :func:`step_rates`: every figure a finite number > 0."""
+    for label, figures in rates.items():
+        for key, value in figures.items():
+            finite_positive(value, f"{label}: {key}")

@@ -7,7 +7,8 @@
   ``agents.sb3_cluster_vec_env`` share.
 
 Modules: :mod:`.observation` (the observations of all envs in ``(N, ...)`` arrays, one batched pass),
-:mod:`.batch` (the envs, their options, reset and step), :mod:`.env` (the Gymnasium API).
+:mod:`.batch` (the envs, their options, reset and step), :mod:`.env` (the Gymnasium API: seeding, autoreset and
+the vector infos of :class:`~doppler_gym.envs.batched.BatchVectorEnv`, shared with ``vector``).
 """
 
 from __future__ import annotations

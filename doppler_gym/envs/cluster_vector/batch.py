@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from doppler_gym.cluster import traces
+from doppler_gym.envs.batched import BatchObservations, StepResult, batch_actions, shown_actions
 from doppler_gym.envs.cluster import ClusterEnv
 from doppler_gym.envs.cluster_obs import ClusterObservation
 from doppler_gym.envs.cluster_vector.observation import ObservationBatch
@@ -33,15 +34,6 @@ from doppler_gym.envs.cluster_vector.observation import ObservationBatch
 UNSUPPORTED = {"render_mode": "rendering (Doppler-Cluster-v0 has no render modes)"}
 SINGLE_ENV_PATH = ("gym.make_vec('Doppler-Cluster-v0', num_envs=N, vectorization_mode='sync', ...) (a SyncVectorEnv "
                    "of single envs)")
-
-
-class StepResult(NamedTuple):
-    """What :meth:`ClusterBatch.step` returns: ``(N,)`` arrays and the infos of the envs stepped."""
-
-    rewards: np.ndarray  # (N,) float64 (0 for an env not stepped)
-    terminated: np.ndarray  # (N,) bool
-    truncated: np.ndarray  # (N,) bool
-    infos: dict[int, dict[str, Any]]  # env index -> its info (the single env's), for every env stepped
 
 
 def check_options(num_envs: object, kwargs: dict[str, Any]) -> None:
@@ -81,7 +73,7 @@ def shared_state(first: ClusterEnv, kwargs: dict[str, Any]) -> dict[str, Any]:
     return shared
 
 
-class ClusterBatch:
+class ClusterBatch(BatchObservations):
     """``num_envs`` ``Doppler-Cluster-v0`` envs with the same keyword arguments, stepped and observed together.
 
     Args:
@@ -146,7 +138,8 @@ class ClusterBatch:
             RuntimeError: an env whose episode has ended (reset it first): the env's own error, raised when its turn
                 comes (the envs before it have stepped).
         """
-        acts = self._actions(actions)
+        acts = batch_actions(actions, self.num_envs, "ClusterVectorEnv.step",
+                             f"row * n_modes + mode, or {self.n_actions - 1} to advance")
         active = self._all if active is None else np.asarray(active, bool)
         rows = np.flatnonzero(active).tolist()
         if self._raise:
@@ -166,15 +159,6 @@ class ClusterBatch:
         return StepResult(rewards, terminated, truncated, infos)
 
     # ------------------------------------------------------------------ views
-    def observation(self, copy: bool | None = None) -> dict[str, np.ndarray]:
-        """``{key: (N, ...) array}``: fresh copies (``copy``, default ``copy_obs``) or the live arrays."""
-        copy = self.copy_obs if copy is None else copy
-        return {k: v.copy() for k, v in self.obs.items()} if copy else dict(self.obs)
-
-    def row(self, i: int) -> dict[str, np.ndarray]:
-        """Env ``i``'s observation (fresh copies), as the single env returns it."""
-        return {k: v[i].copy() for k, v in self.obs.items()}
-
     def action_masks(self) -> np.ndarray:
         """``(N, n_actions) int8``: 1 where an action is valid (``obs["action_mask"]``, a copy)."""
         return self.obs["action_mask"].copy()
@@ -184,16 +168,6 @@ class ClusterBatch:
         envs = self.envs
         self._observations.write(rows, [envs[i].observation_inputs() for i in rows])
 
-    def _actions(self, actions: object) -> np.ndarray:
-        arr = np.asarray(actions)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"ClusterVectorEnv.step: actions must be integers (row * n_modes + mode, or "
-                            f"{self.n_actions - 1} to advance), one per env; got dtype {arr.dtype}")
-        if arr.shape != (self.num_envs,):
-            raise ValueError(f"ClusterVectorEnv.step: actions must have shape ({self.num_envs},) (one per env), got "
-                             f"shape {arr.shape}")
-        return arr.astype(np.int64, copy=False)
-
     def _check_valid(self, acts: np.ndarray, rows: list[int]) -> None:
         """``invalid_action="raise"``: the error of the first env stepped whose action its mask rules out, before any
         env steps."""
@@ -201,7 +175,5 @@ class ClusterBatch:
         for i in rows:
             a = int(acts[i])
             if not (0 <= a < self.n_actions and mask[i, a]):
-                valid = np.flatnonzero(mask[i])
-                shown = ", ".join(str(int(x)) for x in valid[:20]) + (", ..." if valid.size > 20 else "")
                 raise ValueError(f"ClusterVectorEnv.step: env {i}: action {a} is not valid at this event (valid: "
-                                 f"[{shown}]; {self.n_actions - 1} = advance); nothing was stepped")
+                                 f"[{shown_actions(mask[i])}]; {self.n_actions - 1} = advance); nothing was stepped")

@@ -7,7 +7,8 @@
 
 Modules: :mod:`.options` (which keywords are supported), :mod:`.tables` (each env's instance rows),
 :mod:`.buffers` (state and observation arrays), :mod:`.kernel` (the Numba step), :mod:`.simulate` (the
-batched simulator calls), :mod:`.rewards` (rewards over arrays), :mod:`.core`, :mod:`.env`.
+batched simulator calls), :mod:`.rewards` (rewards over arrays), :mod:`.core`, :mod:`.env`. Seeding, autoreset
+and the vector infos are :class:`~doppler_gym.envs.batched.BatchVectorEnv`'s, shared with ``cluster_vector``.
 """
 
 from __future__ import annotations

@@ -15,12 +15,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 
+from doppler_gym.envs.batched import BatchObservations, StepResult, batch_actions, shown_actions
 from doppler_gym.envs.context import Instances
 from doppler_gym.envs.flat_observation import flat_space, write_flat
 from doppler_gym.envs.masked import TERMINAL_ACTION, InvalidActions, InvalidActionWarning, episode_over_error
@@ -38,16 +39,7 @@ from doppler_gym.sim.threads import ThreadTuner
 BACKEND_NAME = "sim"  # info["backend"] of the simulator backend (SimBackend.name)
 
 
-class StepResult(NamedTuple):
-    """What :meth:`PlacementBatch.step` returns: ``(N,)`` arrays and the infos of the envs that have any."""
-
-    rewards: np.ndarray  # (N,) float64 (0 for an inactive env)
-    terminated: np.ndarray  # (N,) bool
-    truncated: np.ndarray  # (N,) bool
-    infos: dict[int, dict[str, Any]]  # env index -> its info (the single env's), only where not empty
-
-
-class PlacementBatch:
+class PlacementBatch(BatchObservations):
     """``num_envs`` ``Doppler-Sim-v0`` envs with the single env's keyword arguments, stepped together.
 
     Args:
@@ -156,7 +148,8 @@ class PlacementBatch:
                 invalid action (nothing is stepped then).
             RuntimeError: an active env whose episode is over (reset it first).
         """
-        acts = self._actions(actions)
+        acts = batch_actions(actions, self.num_envs, "PlacementVectorEnv.step",
+                             "an op id in SEL, max_ops + device in PLC")
         active = self._all if active is None else np.asarray(active, bool)
         st, t, g = self.state, self.tables, self.graph
         if self.invalid_actions.mode == "raise":  # before any env steps (the kernel checks the ended episodes too)
@@ -201,30 +194,11 @@ class PlacementBatch:
         return StepResult(rewards, terminated, truncated, infos)
 
     # ------------------------------------------------------------------ views
-    def observation(self, copy: bool | None = None) -> dict[str, np.ndarray]:
-        """``{key: (N, ...) array}``: fresh copies (``copy``, default ``copy_obs``) or the live rows."""
-        copy = self.copy_obs if copy is None else copy
-        return {k: v.copy() for k, v in self.obs.items()} if copy else dict(self.obs)
-
-    def row(self, i: int) -> dict[str, np.ndarray]:
-        """Env ``i``'s observation (fresh copies), as the single env returns it."""
-        return {k: v[i].copy() for k, v in self.obs.items()}
-
     def action_masks(self) -> np.ndarray:
         """``(N, max_ops + max_devices) int8``: 1 where an action is valid (``obs["action_mask"]``, a copy)."""
         return self.graph.action_mask.copy()
 
     # ------------------------------------------------------------------ internals
-    def _actions(self, actions: object) -> np.ndarray:
-        arr = np.asarray(actions)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"PlacementVectorEnv.step: actions must be integers (an op id in SEL, max_ops + device "
-                            f"in PLC), one per env; got dtype {arr.dtype}")
-        if arr.shape != (self.num_envs,):
-            raise ValueError(f"PlacementVectorEnv.step: actions must have shape ({self.num_envs},) (one per env), got "
-                             f"shape {arr.shape}")
-        return arr.astype(np.int64, copy=False)
-
     def _check_valid(self, acts: np.ndarray, active: np.ndarray) -> None:
         """``invalid_action="raise"``: ValueError naming the first env whose action its mask rules out."""
         mask = self.graph.action_mask
@@ -234,12 +208,10 @@ class PlacementBatch:
         bad = np.flatnonzero(active & ~ok)
         if bad.size:
             i = int(bad[0])
-            valid = np.flatnonzero(mask[i])
-            shown = ", ".join(str(int(x)) for x in valid[:20]) + (", ..." if valid.size > 20 else "")
             phase = "SEL phase: the ready op ids" if self.graph.phase[i, 0] == SEL else (
                 f"PLC phase: max_ops + d = {self.max_ops} + d for devices d")
             raise ValueError(f"PlacementVectorEnv.step: env {i}: action {int(acts[i])} is invalid; valid actions are "
-                             f"{phase}: [{shown}] (nothing was stepped)")
+                             f"{phase}: [{shown_actions(mask[i])}] (nothing was stepped)")
 
     def _timed(self, call: str, rows: int) -> AbstractContextManager:
         """The thread tuner of a simulator call, or nothing where the call runs serially anyway."""

@@ -20,6 +20,7 @@ from doppler_gym.envs.cluster import ClusterEnv
 from doppler_gym.envs.cluster_vector import ClusterBatch, ClusterVectorEnv
 from doppler_gym.envs.cluster_vector.observation import segment_rank
 from doppler_gym.envs.masked import InvalidActionWarning
+from tests.doppler_gym.envs.vector_helpers import assert_same_infos, random_actions
 
 ENTRY = "doppler_gym.envs.cluster_vector.env:ClusterVectorEnv"
 
@@ -40,35 +41,6 @@ CASES = {
     "two envs, a shipped trace (loaded once) on three GPU types, max_steps truncates": (
         2, {"trace": "gavel-msr", "cluster": "v100:16,p100:16,k80:16/4", "max_jobs": 8, "max_steps": 60}, 150, 0.0),
 }
-
-
-def env_infos(infos: dict, i: int) -> dict:
-    """Env ``i``'s entries of Gymnasium vector infos (the keys whose ``_key`` mask marks it)."""
-    return {k: v[i] for k, v in infos.items() if not k.startswith("_") and infos[f"_{k}"][i]}
-
-
-def assert_same_infos(got: dict, want: dict, where: str) -> None:
-    """Equal vector info dicts: the same keys, masks, dtypes and shapes, equal values (object entries by ``==``, a
-    ``ClusterResult`` by its summary)."""
-    assert got.keys() == want.keys(), f"{where}: keys {sorted(got)} != {sorted(want)}"
-    for key, w in want.items():
-        g = got[key]
-        assert isinstance(g, np.ndarray) and g.dtype == w.dtype and g.shape == w.shape, f"{where}: {key}"
-        if w.dtype != object:
-            np.testing.assert_array_equal(g, w, err_msg=f"{where}: {key}")
-            continue
-        for a, b in zip(g, w):
-            if hasattr(b, "summary"):
-                assert a.summary() == b.summary(), f"{where}: {key}"
-            else:
-                assert a == b, f"{where}: {key}"
-
-
-def random_actions(rng: np.random.Generator, masks: np.ndarray, p_invalid: float) -> np.ndarray:
-    """A uniformly random valid action per env, or with probability ``p_invalid`` any action in ``[-1, A]``."""
-    n_actions = masks.shape[1]
-    return np.array([int(rng.integers(-1, n_actions + 1)) if rng.random() < p_invalid
-                     else int(rng.choice(np.flatnonzero(m))) for m in masks], np.int64)
 
 
 def compare_with_sync(num_envs: int, kwargs: dict, steps: int, p_invalid: float, seed: int = 0) -> dict:

@@ -22,6 +22,7 @@ from doppler_gym.envs.masked import InvalidActionWarning
 from doppler_gym.envs.rewards import Reward
 from doppler_gym.envs.vector import PlacementVectorEnv
 from doppler_gym.sim.stragglers import Straggler
+from tests.doppler_gym.envs.vector_helpers import assert_same_infos, assert_same_value, random_actions
 
 VECTOR_ENTRY_POINT = "doppler_gym.envs.vector.env:PlacementVectorEnv"
 
@@ -57,14 +58,6 @@ def env_infos(infos: dict, i: int, num_envs: int) -> dict:
     return out
 
 
-def assert_same_value(got: object, want: object, where: str) -> None:
-    if isinstance(want, np.ndarray):
-        assert isinstance(got, np.ndarray) and got.dtype == want.dtype, where
-        np.testing.assert_array_equal(got, want, err_msg=where)
-    else:
-        assert got == want, f"{where}: {got!r} != {want!r}"
-
-
 class Reference:
     """N single envs with next-step autoreset, as Gymnasium's SyncVectorEnv steps them."""
 
@@ -87,13 +80,6 @@ class Reference:
                 results.append(env.step(int(actions[i])))
             self.autoreset[i] = results[-1][2] or results[-1][3]
         return results
-
-
-def random_actions(rng: np.random.Generator, masks: list[np.ndarray], p_invalid: float) -> np.ndarray:
-    """A uniformly random valid action per env, or with probability ``p_invalid`` any action in ``[-1, A]``."""
-    n_actions = masks[0].shape[0]
-    return np.array([int(rng.integers(-1, n_actions + 1)) if rng.random() < p_invalid
-                     else int(rng.choice(np.flatnonzero(m))) for m in masks], np.int64)
 
 
 def compare_rollout(num_envs: int, kwargs: dict, steps: int, p_invalid: float = 0.0, seed: int = 0) -> dict:
@@ -187,15 +173,7 @@ def test_equals_sync_vector_env_infos() -> None:
         for _ in range(400):
             for key in s_obs:
                 np.testing.assert_array_equal(obs[key], s_obs[key])
-            assert infos.keys() == s_infos.keys()
-            for key, want in s_infos.items():
-                got = infos[key]
-                assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape, key
-                if want.dtype == object:
-                    for g, w in zip(got, want):
-                        assert_same_value(g, w, key)
-                else:
-                    np.testing.assert_array_equal(got, want, err_msg=key)
+            assert_same_infos(infos, s_infos, "infos")
             actions = random_actions(rng, list(sync.call("action_masks")), 0.2)
             obs, rewards, term, trunc, infos = venv.step(actions)
             s_obs, s_rewards, s_term, s_trunc, s_infos = sync.step(actions)
