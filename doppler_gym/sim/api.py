@@ -40,7 +40,11 @@ def simulate(
         priorities: ``(n_ops,)`` float, lower runs first; used when
             ``config.queue_order == "priority"`` (required then) or ``"fixed"`` (each device's
             order; ``None`` = op id order), ignored otherwise.
-        config: the runtime model; :meth:`SimConfig.reference` is the DOPPLER authors' simulator.
+        config: the runtime model; :meth:`SimConfig.reference` is the DOPPLER authors' simulator. The
+            default is ``SimConfig()`` (FLOP-rate op times) for every graph; the CLI, envs, baselines and agents,
+            given no config, use :func:`doppler_gym.instances.default_config` ``(graph, topology)`` instead (the
+            reference model for paper graphs, the roofline on GPU presets): pass that config to re-simulate
+            what they reported.
 
     Raises:
         ValueError: assignment of the wrong length or with non-integer or out-of-range devices,
