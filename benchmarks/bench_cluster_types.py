@@ -5,6 +5,7 @@ Run from the repository root::
 
     python -m benchmarks.bench_cluster_types            # the tables below (~5 min on a 2-core machine)
     python -m benchmarks.bench_cluster_types --smoke    # seconds: 30 jobs, tiny scaling sizes
+    python -m benchmarks.bench_cluster_types --scaling-only --large   # table 3 up to 100,000 jobs
 
 Prints, as markdown tables:
 
@@ -25,6 +26,8 @@ The exit status is always 0 (timings depend on the machine).
 from __future__ import annotations
 
 import itertools
+import os
+import time
 from pathlib import Path
 
 from benchmarks import common
@@ -88,24 +91,37 @@ def order_table(limit: int | None) -> None:
 
 
 def scaling_table(sizes: list[tuple[int, int]], schedulers: tuple[str, ...], seed: int) -> None:
+    """One run per size and scheduler: wall and CPU seconds (the CPU time of this process: on a shared machine
+    the wall time grows with the other processes' load, given as the 1-minute load average before the run)."""
     rows = []
     for n_jobs, n_gpus in sizes:
         trace = C.traces.generate(n_jobs, seed=seed, mean_interarrival=30.0 * 256 / n_gpus)
         cluster = C.Cluster.uniform(n_gpus // 8, 8)
         for s in schedulers:
+            load = os.getloadavg()[0]
+            cpu0 = time.process_time()
             seconds, r = best_time(lambda t=trace, c=cluster, s=s: C.run(t, c, s, seed=0))
+            cpu = time.process_time() - cpu0
             common.check(r.n_jobs == n_jobs, f"{s}: {r.n_jobs} jobs finished of {n_jobs}")
-            rows.append([f"{n_jobs:,}", f"{n_gpus:,}", s, f"{seconds:.2f}", f"{r.avg_jct:,.0f}"])
-            print(f"  {n_jobs} jobs, {n_gpus} GPUs, {s}: {seconds:.2f} s", flush=True)
+            rows.append([f"{n_jobs:,}", f"{n_gpus:,}", s, f"{seconds:.2f}", f"{cpu:.2f}", f"{load:.1f}",
+                         f"{r.avg_jct:,.0f}"])
+            print(f"  {n_jobs} jobs, {n_gpus} GPUs, {s}: {seconds:.2f} s ({cpu:.2f} s CPU, load {load:.1f})",
+                  flush=True)
     print()
-    print(markdown_table(("jobs", "GPUs", "scheduler", "seconds", "avg JCT [s]"), rows))
+    print(markdown_table(("jobs", "GPUs", "scheduler", "seconds", "CPU s", "load avg", "avg JCT [s]"), rows))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = common.parser(__doc__, writes=False)
-    parser.add_argument("--large", action="store_true", help="add 100,000 jobs on 10,240 GPUs (las, tiresias)")
+    parser.add_argument("--large", action="store_true",
+                        help="add 30,000 jobs on 3,072 GPUs and 100,000 jobs on 10,240 GPUs (las, tiresias; "
+                        "about 2 min per 100,000-job run on a 2-core machine)")
+    parser.add_argument("--scaling-only", action="store_true", help="only table 3 (the cost as the trace grows)")
     args = parser.parse_args(argv)
     common.start("bench_cluster_types", args)
+    if args.scaling_only:
+        scaling(args)
+        return
     limit = 30 if args.smoke else None
     names = ("t3_gen150",) if args.smoke else tuple(GAVEL)
     schedulers = ("fifo", "las") if args.smoke else SCHEDULERS
@@ -113,14 +129,20 @@ def main(argv: list[str] | None = None) -> None:
     gavel_table(names, schedulers, limit)
     print("\n## 2. FIFO on T3 (12 V100 + 12 P100 + 12 K80) with the servers listed in each order\n")
     order_table(limit)
+    scaling(args)
+
+
+def scaling(args) -> None:
+    """Table 3: the smoke size, or 1,000-10,000 jobs under four schedulers (and with ``--large`` 30,000 and
+    100,000 jobs under las and tiresias)."""
     print("\n## 3. Seconds per run as the trace and the cluster grow\n")
     if args.smoke:
-        scaling_table([(50, 16)], ("fifo", "las", "gandiva"), args.seed)
+        scaling_table([(50, 16)], ("fifo", "las", "tiresias", "gandiva"), args.seed)
         return
     sizes = [(1_000, 128), (3_000, 384), (10_000, 1_024)]
     scaling_table(sizes, ("fifo", "las", "tiresias", "gandiva"), args.seed)
     if args.large:
-        scaling_table([(100_000, 10_240)], ("las", "tiresias"), args.seed)
+        scaling_table([(30_000, 3_072), (100_000, 10_240)], ("las", "tiresias"), args.seed)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 A scheduler is a small object with
 
 - ``order(view) -> list[int]``: the active jobs (waiting or running; indices into the trace) in
-  priority order, from a :class:`JobView` of the state at this event;
+  priority order, from a :class:`JobView` of the state at this event; optionally also
+  ``order_array(view) -> (k,) int64 array``, the same order without a Python list, which the engine's
+  driver uses when the class that defines ``order`` defines it too (:func:`array_order`: every built-in
+  scheduler; a subclass that overrides ``order`` alone is driven by its ``order``);
 - ``preemptive``: if true, the engine runs the greedy prefix of the order that fits the cluster and
   suspends the running jobs outside it (a suspension loses no work: the job keeps its progress, as
   in the Tiresias and Gavel simulators); if false, no running job is suspended for another, and
@@ -25,8 +28,8 @@ for the job with room, and a move to a faster type when it pays after the restor
 not); see :mod:`~doppler_gym.cluster.simulation`. The estimates a policy reads are type-aware:
 ``remaining`` is on the job's current type, or its fastest type before its first start.
 
-Policies: ``fifo`` (backfilling by default; ``FIFO(backfill=False)``: strict); ``srtf`` (shortest
-remaining service, time x GPUs, first; durations known); ``las`` (2D
+Policies: ``fifo`` (backfilling by default; ``FIFO(backfill=False)``, by name ``fifo_strict``: strict);
+``srtf`` (shortest remaining service, time x GPUs, first; durations known); ``las`` (2D
 least attained service: GPUs x time received, no duration knowledge); ``tiresias`` (2D-LAS
 discretised into queues by attained-service thresholds, FIFO within a queue, with optional starvation
 promotion; Gu et al., NSDI 2019); ``gandiva`` (FIFO plus packing single-GPU jobs onto shared GPUs, and
@@ -56,7 +59,7 @@ class JobView:
     active: list[int]  # waiting or running job indices, arrival order
     arrival: np.ndarray  # float64 [s]
     gpus: np.ndarray  # int64, requested GPUs
-    running: np.ndarray  # bool
+    running: np.ndarray  # bool (the engine's live mask, kept at starts and releases)
     attained: np.ndarray  # float64 [GPU s], GPUs x time held so far
     remaining: np.ndarray  # float64 [s], solo time left at the current iteration time (srtf only)
     completion: np.ndarray | None = None  # float64 [s], completion time of the finished jobs, NaN for the others
@@ -64,7 +67,7 @@ class JobView:
     alloc: list[list[int]] | None = None  # GPU ids each job holds ([] unless running)
     occupants: list[list[int]] | None = None  # (n_gpus,) jobs on each GPU (at most 2)
     speed: np.ndarray | None = None  # float64, solo seconds per second of each running job (0 while restoring)
-    restarting: np.ndarray | None = None  # bool, jobs in a restart delay after a failure
+    restarting: np.ndarray | None = None  # bool, jobs in a restart delay after a failure (the engine's live mask)
     active_idx: np.ndarray | None = None  # int64, ``active`` as an array (None: build it from ``active``)
     # True when ``arrival`` is nondecreasing in job index (a JobTrace's order): ties of a key then break by
     # index alone, so the orders below sort one key stably instead of three
@@ -131,6 +134,10 @@ class FIFO(Scheduler):
     def order(self, view: JobView) -> list[int]:
         return list(view.active)
 
+    def order_array(self, view: JobView) -> np.ndarray:
+        """:meth:`order` as a ``(k,) int64`` array (the engine's fast path: no Python list)."""
+        return view.active_array()
+
     def __repr__(self) -> str:
         return f"FIFO(backfill={self.backfill})"
 
@@ -146,6 +153,10 @@ class SRTF(Scheduler):
     preemptive = True
 
     def order(self, view: JobView) -> list[int]:
+        return SortedOrder(self.order_array(view))
+
+    def order_array(self, view: JobView) -> np.ndarray:
+        """:meth:`order` as a ``(k,) int64`` array (the engine's fast path: no Python list)."""
         act = view.active_array()
         return _sorted_by(act, view.remaining[act] * view.gpus[act], view)
 
@@ -162,6 +173,10 @@ class LAS(Scheduler):
         self.round_s = round_s
 
     def order(self, view: JobView) -> list[int]:
+        return SortedOrder(self.order_array(view))
+
+    def order_array(self, view: JobView) -> np.ndarray:
+        """:meth:`order` as a ``(k,) int64`` array (the engine's fast path: no Python list)."""
         act = view.active_array()
         return _sorted_by(act, view.attained[act], view)
 
@@ -214,12 +229,18 @@ class Tiresias(Scheduler):
         return float(view.attained[j]) - self._base.get(j, 0.0)
 
     def order(self, view: JobView) -> list[int]:
+        return SortedOrder(self.order_array(view))
+
+    def order_array(self, view: JobView) -> np.ndarray:
+        """:meth:`order` as a ``(k,) int64`` array (the engine's fast path: no Python list)."""
         act = view.active_array()
         service = view.attained[act]
         if self.starve_limit is not None:
             self._promote(view)
             service = service - np.array([self._base.get(j, 0.0) for j in view.active])
         queue = np.searchsorted(np.asarray(self.thresholds), service, side="right")  # = bisect_right per job
+        if len(self.thresholds) < 127:
+            queue = queue.astype(np.int8)  # the same stable order; NumPy sorts 8-bit keys by radix, in O(k)
         return _sorted_by(act, queue, view)
 
     def _promote(self, view: JobView) -> None:
@@ -252,6 +273,10 @@ class Gandiva(Scheduler):
     def order(self, view: JobView) -> list[int]:
         return list(view.active)
 
+    def order_array(self, view: JobView) -> np.ndarray:
+        """:meth:`order` as a ``(k,) int64`` array (the engine's fast path: no Python list)."""
+        return view.active_array()
+
 
 class Elastic(LAS):
     """LAS order (preemptive, rounds of ``round_s``); admitted jobs grow into the spare GPUs up to their
@@ -270,29 +295,45 @@ class SortedOrder(list):
         self.array = array
 
 
-def _sorted_by(jobs: np.ndarray, key: np.ndarray, view: JobView) -> list[int]:
+def array_order(scheduler: Scheduler):
+    """``scheduler.order_array`` (``view -> (k,) int64`` order) when it gives the same order as
+    ``scheduler.order`` (both defined by the same class of its MRO: a subclass overriding only ``order``
+    does not get the array path), else ``None``. The engine's driver allocates by the array when it can."""
+    mro = type(scheduler).__mro__
+    owner_order = next((c for c in mro if "order" in c.__dict__), None)
+    owner_array = next((c for c in mro if "order_array" in c.__dict__), None)
+    return scheduler.order_array if owner_array is not None and owner_array is owner_order else None
+
+
+def _sorted_by(jobs: np.ndarray, key: np.ndarray, view: JobView) -> np.ndarray:
     """``jobs`` (``(k,)``, ascending indices, as ``view.active_array()``) sorted by (``key``, arrival, job index):
-    the orders of SRTF, LAS and Tiresias. With ``view.arrival_sorted`` that is a stable sort of ``key`` alone
-    (equal keys keep index order, which is then arrival order), else one ``np.lexsort`` of the three."""
+    the orders of SRTF, LAS and Tiresias, as a ``(k,) int64`` array. With ``view.arrival_sorted`` that is a
+    stable sort of ``key`` alone (equal keys keep index order, which is then arrival order), else one
+    ``np.lexsort`` of the three."""
     if view.arrival_sorted:
-        return SortedOrder(jobs[np.argsort(key, kind="stable")])
-    return SortedOrder(jobs[np.lexsort((jobs, view.arrival[jobs], key))])
+        return jobs[np.argsort(key, kind="stable")]
+    return jobs[np.lexsort((jobs, view.arrival[jobs], key))]
 
 
 _REGISTRY: dict[str, type[Scheduler]] = {c.name: c for c in (FIFO, SRTF, LAS, Tiresias, Gandiva, Elastic)}
+# names that are a registered scheduler with fixed options: name -> (registered name, options)
+_VARIANTS: dict[str, tuple[str, dict[str, object]]] = {"fifo_strict": ("fifo", {"backfill": False})}
 
 
 def names() -> tuple[str, ...]:
-    """Registered scheduler names."""
-    return tuple(_REGISTRY)
+    """Scheduler names :func:`make` takes (``fifo_strict``: ``FIFO(backfill=False)``)."""
+    return (*_REGISTRY, *_VARIANTS)
 
 
 def make(spec: str | Scheduler, **options: object) -> Scheduler:
-    """A scheduler by name (``"fifo"``, ``"srtf"``, ``"las"``, ``"tiresias"``, ``"gandiva"``, ``"elastic"``)
-    or as given."""
+    """A scheduler by name (``"fifo"``, ``"fifo_strict"``: FIFO without backfilling, ``"srtf"``, ``"las"``,
+    ``"tiresias"``, ``"gandiva"``, ``"elastic"``) or as given; ``options`` go to its constructor."""
     if isinstance(spec, Scheduler):
         return spec
     key = str(spec).strip().lower()
+    if key in _VARIANTS:
+        key, fixed = _VARIANTS[key]
+        options = {**options, **fixed}
     if key not in _REGISTRY:
         raise ValueError(f"unknown scheduler {spec!r}; valid names: {', '.join(names())}")
     return _REGISTRY[key](**options)  # type: ignore[arg-type]

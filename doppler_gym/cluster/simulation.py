@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 
 import numpy as np
@@ -58,7 +59,9 @@ from doppler_gym.cluster import failures as fl
 from doppler_gym.cluster import placement as pl
 from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, RESUME, ROUND, SLOW_END, SLOW_START, EventQueue
 from doppler_gym.cluster.interference import GavelInterference
+from doppler_gym.cluster.live_view import LiveJobView
 from doppler_gym.cluster.metrics import ClusterResult, summarise
+from doppler_gym.cluster.running import RunningBlock
 from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler, SortedOrder
 from doppler_gym.cluster.timing import IterationTimes
 from doppler_gym.cluster.types import Cluster, Job, JobTrace
@@ -67,7 +70,6 @@ SPAN = "*span*"  # the "type" of a job that needs more GPUs than any one type it
 
 # a job's status (ClusterSimulation.status)
 WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
-_EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
 STUCK_STEPS = 10_000  # loop steps without the clock advancing before the run is declared stuck
 RESOLUTION = 1e-3  # the float64 clock at `now` must resolve this fraction of a running job's iteration time
 
@@ -194,6 +196,7 @@ class ClusterSimulation:
         self._node_of = self.gpu_node.tolist()  # G node indices as Python ints (the per-GPU loops)
         self.node_type = [nd.gpu_type for nd in cluster.nodes]  # (n_nodes,) names
         self.gpu_types = tuple(sorted(set(self.node_type)))
+        self._one_type = frozenset(self.gpu_types) if len(self.gpu_types) == 1 else None  # every job's GPU types
         self.type_capacity = {t: sum(nd.gpus for nd in cluster.nodes if nd.gpu_type == t) for t in self.gpu_types}
         self.free_by_type = dict(self.type_capacity)  # {type: free GPUs}, kept by _start and _release
         first = np.concatenate([[0], np.cumsum([nd.gpus for nd in cluster.nodes])])
@@ -237,10 +240,17 @@ class ClusterSimulation:
         self.cross_bytes = np.zeros(n)
         self.alloc: list[list[int]] = [[] for _ in range(n)]
         self._remaining = np.zeros(n)  # [solo s] the JobView's remaining (0 before arrival and once done)
-        self._running: np.ndarray | None = None  # cache of _running_jobs()
+        self._block: RunningBlock | None = None  # cache of _running_block(): dropped at every start and release
+        # live masks of the JobView (kept by _start/_release and _interrupt/RESTART, not rebuilt per event)
+        self._running_mask = np.zeros(n, dtype=bool)  # (n,) status == RUNNING
+        self._restarting_mask = np.zeros(n, dtype=bool)  # (n,) status == RESTARTING
+        self._admitted = np.zeros(n, dtype=bool)  # (n,) scratch of _admit_prefix_one_type, all False between calls
+        self._n_arrived = 0  # arrivals handled: with arrival-sorted jobs, exactly jobs [0, _n_arrived) arrived
+        self._first_undone = 0  # no job below this index is active (every one is DONE)
         self._n_active = 0  # active (waiting or running) jobs at the last decision point's view
         self._pace_dirty: set[int] = set()  # running jobs whose GPU pace may have changed since the last refresh
         self._lone: list[int] = []  # sorted ids of the GPUs holding exactly one job, a single-GPU one
+        self._n_shared = 0  # GPUs holding two jobs (0: every running job is alone on its GPUs)
         self.job_gpu_type: list[str | None] = [None] * n
         # job -> (GPUs, their types, iter_time, work, cross-node bytes) of its last start (_set_iteration_time)
         self._timeline: dict[int, tuple[int, frozenset[str], float, float, float]] = {}
@@ -260,11 +270,11 @@ class ClusterSimulation:
             self.n_events += 1
             if self.n_events > self.max_events:
                 raise ClusterRunError(self._over_cap_message())
-            running = self._running_jobs()
-            t_next = self._next_event_time(running)
+            block = self._running_block()
+            t_next = self._next_event_time(block)
             self._count_steps_at_now(t_next)
-            self._advance_to(t_next, running)
-            completed = self._complete_finished(running)
+            progress = self._advance_to(t_next, block)
+            completed = self._complete_finished(block, progress)
             scheduling, resumed = self._handle_due_events()
             if resumed and not (completed or scheduling):
                 self._refresh_speeds()
@@ -276,12 +286,17 @@ class ClusterSimulation:
                 self._close_event()
         return None
 
-    def allocate_in_order(self, order: list[int]) -> None:
-        """Decide the pending decision point by a priority order of the active jobs, under the
-        scheduler's flags (the rules of :mod:`doppler_gym.cluster.schedulers`)."""
+    def allocate_in_order(self, order: list[int] | np.ndarray) -> None:
+        """Decide the pending decision point by a priority order of the active jobs (a list, or a ``(k,)`` int
+        array: a scheduler's ``order_array``), under the scheduler's flags (the rules of
+        :mod:`doppler_gym.cluster.schedulers`)."""
         self._require_decision(True, "allocate_in_order")
-        array = order.array if isinstance(order, SortedOrder) and len(order.array) == len(order) else None
-        order = list(order)
+        if isinstance(order, np.ndarray):
+            array = order.astype(np.int64, copy=False)
+            order = None if self.scheduler.preemptive and self._one_type_admission() else array.tolist()
+        else:
+            array = order.array if isinstance(order, SortedOrder) and len(order.array) == len(order) else None
+            order = list(order)
         if self.scheduler.preemptive:
             self._admit_prefix(order, array)
         else:
@@ -299,7 +314,7 @@ class ClusterSimulation:
         nothing (the decision stays pending)."""
         self._require_decision(True, "apply_allocation")
         want = self._checked_allocation(plan)
-        for i in np.flatnonzero(self.status == RUNNING).tolist():
+        for i in self._running_jobs().tolist():
             if want.get(i) != sorted(self.alloc[i]):
                 self._preempt(i)
         for i, gpus in want.items():
@@ -370,7 +385,7 @@ class ClusterSimulation:
         """Move node ``nd`` from the free-count bucket ``before`` to its current one."""
         buckets, after = self._by_free[self.node_type[nd]], len(self._free_on_node[nd])
         if before:
-            buckets[before].remove(nd)
+            _sorted_remove(buckets[before], nd)
         if after:
             bisect.insort(buckets.setdefault(after, []), nd)
 
@@ -468,23 +483,42 @@ class ClusterSimulation:
                                "call allocate_in_order() or apply_allocation() first")
 
     def _view(self) -> JobView | None:
-        """What a decision maker reads now (``None`` when no job waits or runs)."""
-        # JobTrace order is arrival order, so the active jobs come out of flatnonzero already sorted.
-        active_idx = np.flatnonzero(self.status <= RUNNING)  # WAITING (0) or RUNNING (1)
+        """What a decision maker reads now (``None`` when no job waits or runs): a :class:`LiveJobView` whose
+        ``active`` list and ``remaining`` are built only if read."""
+        active_idx = self._active_jobs()
         self._n_active = active_idx.size
         if not active_idx.size:
             return None
-        active = active_idx.tolist()
-        # remaining solo time: on the current allocation, or (never started) on the requested GPUs of the fastest
-        # type; recomputed for the active jobs only (the others' entries were set when they last changed)
-        a = active_idx
-        remaining = self._remaining
+        view = LiveJobView(now=self.now, active=None, arrival=self.arrival, gpus=self.requested,
+                           running=self._running_mask, attained=self.attained, remaining=None,
+                           completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
+                           restarting=self._restarting_mask, active_idx=active_idx,
+                           arrival_sorted=self._arrival_sorted)
+        view.set_remaining_source(lambda: self._fill_remaining(active_idx))
+        return view
+
+    def _active_jobs(self) -> np.ndarray:
+        """``(k,) int64``: the waiting and running jobs, ascending (JobTrace order is arrival order), found in
+        :meth:`_window` only."""
+        lo, hi = self._window()
+        return np.flatnonzero(self.status[lo:hi] <= RUNNING) + lo  # WAITING (0) or RUNNING (1)
+
+    def _window(self) -> tuple[int, int]:
+        """``[lo, hi)``: the job indices that may be active (waiting, running or restarting): from the lowest job
+        not DONE to the last arrived one (to the last job when the trace is not in arrival order)."""
+        status, lo = self.status, self._first_undone
+        while lo < self.n_jobs and status[lo] == DONE:
+            lo += 1
+        self._first_undone = lo
+        return lo, (self._n_arrived if self._arrival_sorted else self.n_jobs)
+
+    def _fill_remaining(self, active_idx: np.ndarray) -> np.ndarray:
+        """``(n,) float64`` [solo s] the JobView's remaining: for the jobs of ``active_idx``, on the current
+        allocation, or (never started) on the requested GPUs of the fastest type; the others' entries were set
+        when they last changed (0 before arrival and once done)."""
+        a, remaining = active_idx, self._remaining
         remaining[a] = np.where(np.isnan(self.iter_time[a]), self.solo_total[a], self.work[a] - self.progress[a])
-        return JobView(now=self.now, active=active, arrival=self.arrival, gpus=self.requested,
-                       running=self.status == RUNNING, attained=self.attained, remaining=remaining,
-                       completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
-                       restarting=self.status == RESTARTING, active_idx=active_idx,
-                       arrival_sorted=self._arrival_sorted)
+        return remaining
 
     def _close_event(self) -> None:
         """After a decision point: queue a round tick if one is due, record the busy GPUs."""
@@ -501,17 +535,24 @@ class ClusterSimulation:
     def _running_jobs(self) -> np.ndarray:
         """``(k,) int64``: the running jobs, ascending (cached until the next start or release, the only places a
         job enters or leaves RUNNING; read-only)."""
-        if self._running is None:
-            self._running = np.flatnonzero(self.status == RUNNING)
-        return self._running
+        return self._running_block().idx
+
+    def _running_block(self) -> RunningBlock:
+        """The running jobs with their work, GPUs and speeds gathered (cached until the next start or release;
+        its speeds are gathered again after :meth:`_refresh_speeds`)."""
+        if self._block is None:
+            lo, hi = self._window()
+            idx = np.flatnonzero(self._running_mask[lo:hi]) + lo
+            self._block = RunningBlock(idx, self.work, self.gpus_held, self.speed)
+        return self._block
 
     # -- time between events -------------------------------------------------------------------------
-    def _next_event_time(self, running: np.ndarray) -> float:
-        """[s] of the next completion or queued event; ``running``: ``(k,) int64`` the running jobs."""
+    def _next_event_time(self, block: RunningBlock) -> float:
+        """[s] of the next completion or queued event; ``block``: the running jobs."""
         t_done = math.inf
-        if running.size:
+        if block.size:
             with np.errstate(divide="ignore"):
-                ends = self.now + (self.work[running] - self.progress[running]) / self.speed[running]
+                ends = self.now + (block.work - self.progress[block.idx]) / block.speed
             t_done = float(ends.min())
         t_next = min(t_done, self._events.next_time())
         if not math.isfinite(t_next):
@@ -519,27 +560,35 @@ class ClusterSimulation:
                                   f"{self.n_jobs - self.n_done} jobs unfinished: none runs and no event is queued")
         return t_next
 
-    def _advance_to(self, t_next: float, running: np.ndarray) -> None:
-        """Move the clock to ``t_next`` [s]: the running jobs progress at their speeds, the accounts grow."""
+    def _advance_to(self, t_next: float, block: RunningBlock) -> np.ndarray | None:
+        """Move the clock to ``t_next`` [s]: the running jobs (``block``) progress at their speeds, the accounts
+        grow. Returns their new progress (``(k,) float64`` [solo s]) when it moved, else ``None``."""
         dt = t_next - self.now
-        if dt > 0 and running.size:
-            speed, gpus_held = self.speed[running], self.gpus_held[running]
-            self.progress[running] += speed * dt
+        progress = None
+        if dt > 0 and block.size:
+            running, speed, gpus_held = block.idx, block.speed, block.gpus
+            progress = self.progress[running] + speed * dt
+            self.progress[running] = progress
             self.attained[running] += gpus_held * dt
             self.held[running] += dt
             self.busy_gpu_s += self.n_busy * dt  # GPUs busy since the last event
             self.work_gpu_s += float(speed @ gpus_held) * dt
         self.now = t_next
+        return progress
 
-    def _complete_finished(self, running: np.ndarray) -> bool:
-        """Complete the running jobs whose work is done, or whose completion is closer than the clock can
-        resolve at ``now`` (:meth:`_check_resolution`); whether any was."""
-        if not running.size:
+    def _complete_finished(self, block: RunningBlock, progress: np.ndarray | None = None) -> bool:
+        """Complete the running jobs (``block``) whose work is done, or whose completion is closer than the clock
+        can resolve at ``now`` (:meth:`_check_resolution`); whether any was. ``progress``: their progress now
+        (``(k,) float64`` [solo s], as :meth:`_advance_to` returned it; ``None``: read it)."""
+        if not block.size:
             return False
-        left = self.work[running] - self.progress[running]  # [solo s]
-        done = self.progress[running] >= self.work[running] * (1 - 1e-12) - _EPS
+        running = block.idx
+        if progress is None:
+            progress = self.progress[running]
+        left = block.work - progress  # [solo s]
+        done = progress >= block.done_at
         with np.errstate(divide="ignore"):
-            unresolved = ~done & (self.speed[running] > 0) & (self.now + left / self.speed[running] <= self.now)
+            unresolved = ~done & (block.speed > 0) & (self.now + left / block.speed <= self.now)
         for i in running[unresolved].tolist():
             self._check_resolution(i)
         finished = running[done | unresolved]
@@ -573,6 +622,7 @@ class ClusterSimulation:
                 self._on_arrival(subject)
             elif kind == RESTART:
                 self.status[subject] = WAITING
+                self._restarting_mask[subject] = False
             elif kind == ROUND:
                 self._round_pending = False
             elif kind == FAILURE:
@@ -591,6 +641,7 @@ class ClusterSimulation:
     def _on_arrival(self, i: int) -> None:
         """Job ``i`` waits; its solo duration on the requested GPUs of its fastest type is set, for SRTF."""
         self.status[i] = WAITING
+        self._n_arrived += 1
         job = self.jobs[i]
         ranked = self.type_ranking(i)
         t = self.times(job, ranked[0], job.gpus) if ranked else max(self.times(job, g, job.gpus)
@@ -617,6 +668,7 @@ class ClusterSimulation:
         self.stall_end[i] = 0.0
         self.suspended[i] = False
         self.status[i] = RESTARTING
+        self._restarting_mask[i] = True
         self._events.push(self.now + self.failures.restart_delay, RESTART, i)
 
     def _on_slow_start(self) -> None:
@@ -633,10 +685,63 @@ class ClusterSimulation:
     def _start(self, i: int, gpus: list[int]) -> None:
         """Run job ``i`` on ``gpus``; a suspended job first restores its checkpoint for ``preemption_cost`` [s]."""
         self.alloc[i] = list(gpus)
-        self._running = None
+        self._block = None
+        self.gpus_held[i] = len(gpus)
+        occupants = self.occupants
+        if all(not occupants[g] for g in gpus):
+            nodes = self._take_free_gpus(i, gpus)
+        else:
+            self._take_gpus(i, gpus)
+            nodes = {self._node_of[g] for g in gpus}
+        self._pace_dirty.add(i)
+        gpu_type = self.gpu_type
+        if len(self.gpu_types) == 1:
+            self.job_gpu_type[i] = self.gpu_types[0]
+        else:
+            types = {gpu_type[g] for g in gpus}
+            self.job_gpu_type[i] = types.pop() if len(types) == 1 else None
+        self.status[i] = RUNNING
+        self._running_mask[i] = True
+        self.speed[i] = 1.0  # _refresh_speeds() sets the shared, slowed and restoring ones
+        if math.isnan(self.first_start[i]):
+            self.first_start[i] = self.now
+        if self.suspended[i] and self.preemption_cost > 0:
+            self.stall_end[i] = self.now + self.preemption_cost
+            self._events.push(self.stall_end[i], RESUME, i)
+        self.suspended[i] = False
+        self._set_iteration_time(i, len(set(nodes)) > 1)
+
+    def _take_free_gpus(self, i: int, gpus: list[int]) -> list[int]:
+        """Job ``i`` takes ``gpus``, all free: occupants, the per-node free lists (each run of GPUs on one node
+        removed at once, its bucket moved once), the free counts and the lone-GPU index (:meth:`_take_gpus` for
+        any GPUs). Returns the node of each run (a node twice if its GPUs are not consecutive in ``gpus``)."""
+        occupants = self.occupants
+        for g in gpus:
+            occupants[g].append(i)
+        free_on, node_type, free_by_type = self._free_on_node, self.node_type, self.free_by_type
+        nodes = []
+        for nd, run in itertools.groupby(gpus, self._node_of.__getitem__):
+            taken = list(run)
+            nodes.append(nd)
+            free, m = free_on[nd], len(taken)
+            was = len(free)
+            if free[:m] == taken:  # (a packed start takes a node's lowest free GPUs)
+                del free[:m]
+            else:
+                for g in taken:
+                    free.remove(g)
+            free_by_type[node_type[nd]] -= m
+            self._node_free_changed(nd, was)
+        self.n_busy += len(gpus)
+        if len(gpus) == 1:
+            bisect.insort(self._lone, gpus[0])  # now holds exactly one single-GPU job: it may be shared
+        return nodes
+
+    def _take_gpus(self, i: int, gpus: list[int]) -> None:
+        """Job ``i`` takes ``gpus`` (free or holding one job each): the general form of :meth:`_take_free_gpus`;
+        a GPU shared now changes its partner's pace."""
         k = len(gpus)
-        self.gpus_held[i] = k
-        occupants, n_busy = self.occupants, self.n_busy  # locals: a start happens once per job and decision
+        occupants, n_busy = self.occupants, self.n_busy
         node_of, gpu_type, free_on, free_by_type = self._node_of, self.gpu_type, self._free_on_node, self.free_by_type
         before: dict[int, int] = {}  # node -> its free GPUs before the start (each node re-bucketed once)
         lone, dirty = self._lone, self._pace_dirty
@@ -656,28 +761,50 @@ class ClusterSimulation:
                 if k == 1:
                     bisect.insort(lone, g)
             elif len(occ) == 2:
-                lone.remove(g)
+                _sorted_remove(lone, g)
                 dirty.update(occ)
+                self._n_shared += 1
         for nd, was in before.items():
             self._node_free_changed(nd, was)
         self.n_busy = n_busy
-        dirty.add(i)
-        types = {gpu_type[g] for g in gpus}
-        self.job_gpu_type[i] = types.pop() if len(types) == 1 else None
-        self.status[i] = RUNNING
-        self.speed[i] = 1.0  # _refresh_speeds() sets the shared, slowed and restoring ones
-        if math.isnan(self.first_start[i]):
-            self.first_start[i] = self.now
-        if self.suspended[i] and self.preemption_cost > 0:
-            self.stall_end[i] = self.now + self.preemption_cost
-            self._events.push(self.stall_end[i], RESUME, i)
-        self.suspended[i] = False
-        self._set_iteration_time(i)
 
     def _release(self, i: int) -> None:
         """Job ``i`` leaves its GPUs."""
         gpus = self.alloc[i]
-        self._running = None  # (its status leaves RUNNING right after)
+        self._block = None  # (its status leaves RUNNING right after)
+        occupants = self.occupants
+        if not self._n_shared or all(len(occupants[g]) == 1 for g in gpus):
+            self._free_lone_gpus(gpus)
+        else:
+            self._leave_gpus(i, gpus)
+        self.alloc[i] = []
+        self._running_mask[i] = False
+        self.job_gpu_type[i] = None
+        self.gpus_held[i] = 0
+        self.speed[i] = 0.0
+
+    def _free_lone_gpus(self, gpus: list[int]) -> None:
+        """The job alone on ``gpus`` leaves them: they become free (each node's free list and bucket updated once;
+        :meth:`_leave_gpus` for GPUs that may be shared)."""
+        occupants = self.occupants
+        for g in gpus:
+            occupants[g].clear()
+        free_on, node_type, free_by_type = self._free_on_node, self.node_type, self.free_by_type
+        for nd, run in itertools.groupby(gpus, self._node_of.__getitem__):
+            back = list(run)
+            free = free_on[nd]
+            was = len(free)
+            free += back
+            free.sort()
+            free_by_type[node_type[nd]] += len(back)
+            self._node_free_changed(nd, was)
+        self.n_busy -= len(gpus)
+        if len(gpus) == 1:
+            _sorted_remove(self._lone, gpus[0])
+
+    def _leave_gpus(self, i: int, gpus: list[int]) -> None:
+        """Job ``i`` leaves ``gpus`` (some shared): the general form of :meth:`_free_lone_gpus`; a GPU's remaining
+        job changes pace."""
         single = len(gpus) == 1
         occupants, lone, dirty, node_of, free_on = self.occupants, self._lone, self._pace_dirty, self._node_of, \
             self._free_on_node
@@ -687,8 +814,9 @@ class ClusterSimulation:
             occ.remove(i)
             if occ:
                 dirty.update(occ)
+                self._n_shared -= 1  # (two jobs to a GPU at most: it now holds one)
             if single and not occ:
-                lone.remove(g)
+                _sorted_remove(lone, g)
             elif len(occ) == 1:  # a shared GPU (both jobs single-GPU) keeps its other job
                 bisect.insort(lone, g)
             if not occ:
@@ -700,10 +828,6 @@ class ClusterSimulation:
                 self.free_by_type[self.gpu_type[g]] += 1
         for nd, was in before.items():
             self._node_free_changed(nd, was)
-        self.alloc[i] = []
-        self.job_gpu_type[i] = None
-        self.gpus_held[i] = 0
-        self.speed[i] = 0.0
 
     def _preempt(self, i: int) -> None:
         """Suspend running job ``i`` (it keeps its progress; its next start pays ``preemption_cost``)."""
@@ -712,8 +836,9 @@ class ClusterSimulation:
         self.suspended[i] = True
         self.stall_end[i] = 0.0
 
-    def _set_iteration_time(self, i: int) -> None:
+    def _set_iteration_time(self, i: int, spans_nodes: bool) -> None:
         """Iteration time [s] on job ``i``'s current GPUs (its slowest type); rescales its timeline if it changed.
+        ``spans_nodes``: its GPUs are on more than one node (then its cross-node bytes count).
 
         With ``checkpoints="young"`` and finite failures, the first start also fixes its checkpoint
         interval: Young's for the MTBF of its GPU set, in whole iterations. A start on as many GPUs of the
@@ -722,9 +847,7 @@ class ClusterSimulation:
         """
         job, gpus, times, gpu_type = self.jobs[i], self.alloc[i], self.times, self.gpu_type
         k = len(gpus)
-        types = frozenset(gpu_type[g] for g in gpus)
-        node_of = self._node_of
-        spans_nodes = k > 1 and len({node_of[g] for g in gpus}) > 1
+        types = self._one_type if self._one_type is not None else frozenset(gpu_type[g] for g in gpus)
         last = self._timeline.get(i)
         if last is not None and last[0] == k and last[1] == types:
             self.cross_bytes[i] = last[4] if spans_nodes else 0.0
@@ -766,11 +889,13 @@ class ClusterSimulation:
             shares = self._bandwidth_shares(run) if self.link_capacity else {}
             for i in run:
                 self.speed[i] = min(self._gpu_pace(i), shares.get(i, 1.0))
-            return
-        status = self.status
-        for i in dirty:
-            if status[i] == RUNNING:
-                self.speed[i] = self._gpu_pace(i)
+        else:
+            status = self.status
+            for i in dirty:
+                if status[i] == RUNNING:
+                    self.speed[i] = self._gpu_pace(i)
+        if self._block is not None and (dirty or self._slow_rate > 0 or self.link_capacity):
+            self._block.refresh_speed(self.speed)  # (no speed changed otherwise)
 
     def _gpu_pace(self, i: int) -> float:
         """Solo seconds per second of job ``i`` on its GPUs: the worst sharing fraction over them, times the
@@ -799,7 +924,7 @@ class ClusterSimulation:
         """Preemptive: run the greedy prefix of ``order`` that fits, each job on the type :meth:`_pick_type` gives
         it within the room the earlier jobs leave (grown into the spare GPUs of its type if elastic); suspend
         the running jobs outside it, moved to another type or resized; start the admitted waiting ones packed."""
-        if len(self.gpu_types) == 1 and not self.scheduler.elastic:
+        if self._one_type_admission():
             self._admit_prefix_one_type(order if array is None else array)
             return
         running = self._running_jobs().tolist()
@@ -847,33 +972,38 @@ class ClusterSimulation:
                 if gpus is not None:  # always, but for a span that took other types than booked (then it waits)
                     self._start(i, gpus)
 
+    def _one_type_admission(self) -> bool:
+        """Whether the preemptive admission is :meth:`_admit_prefix_one_type` (one GPU type, not elastic)."""
+        return len(self.gpu_types) == 1 and not self.scheduler.elastic
+
     def _admit_prefix_one_type(self, order: list[int] | np.ndarray) -> None:
         """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic), in NumPy: the prefix of ``order`` whose
-        GPUs add up to at most the cluster's is admitted at once (a cumulative sum), then each later job that
-        fits the GPUs left, in order; the same decisions as the loop, at O(log) Python steps per skipped job."""
+        GPUs add up to at most the cluster's is admitted at once (a cumulative sum over the first ``G + 1`` jobs
+        only: every job needs a GPU at least), then each later job that fits the GPUs left, in order (searched
+        in chunks of the order); the same decisions as the loop, reading only the part of the order it needs."""
         jobs = np.asarray(order, dtype=np.int64)
-        need = self.requested[jobs]
-        total = np.cumsum(need)
-        pos = int(np.searchsorted(total, self.n_gpus, side="right"))  # jobs[:pos] fit, in order
+        need_of, n_gpus = self.requested, self.n_gpus
+        total = np.cumsum(need_of[jobs[:n_gpus + 1]])
+        pos = int(np.searchsorted(total, n_gpus, side="right"))  # jobs[:pos] fit, in order
         chosen = [jobs[:pos]]
-        left = self.n_gpus - (int(total[pos - 1]) if pos else 0)
+        left = n_gpus - (int(total[pos - 1]) if pos else 0)
         while left > 0 and pos < len(jobs):
-            fits = np.flatnonzero(need[pos:] <= left)
-            if not fits.size:
+            pos = _first_fitting(need_of, jobs, pos, left)
+            if pos < 0:
                 break
-            pos += int(fits[0])
             chosen.append(jobs[pos:pos + 1])
-            left -= int(need[pos])
+            left -= int(need_of[jobs[pos]])
             pos += 1
         admitted = np.concatenate(chosen)
-        keep = np.zeros(self.n_jobs, dtype=bool)
+        keep = self._admitted  # all False between calls
         keep[admitted] = True
         running = self._running_jobs()
-        for i in running[~keep[running]].tolist():
+        out = running[~keep[running]].tolist()
+        keep[admitted] = False
+        for i in out:
             self._preempt(i)
-        status = self.status
         t = self.gpu_types[0]
-        for i in admitted[status[admitted] != RUNNING].tolist():
+        for i in admitted[~self._running_mask[admitted]].tolist():
             self._start(i, self._pack(self._need[i], t))
 
     def _keeps_span(self, i: int, room: dict[str, int]) -> bool:
@@ -1027,6 +1157,25 @@ class ClusterSimulation:
                 raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g} (interference model: "
                                  f"{types[a]!r} with {types[b]!r} on {self.gpu_type[g]!r})")
         return want
+
+
+def _sorted_remove(values: list[int], x: int) -> None:
+    """Remove ``x`` from the ascending list ``values`` of distinct ints (it must be there): O(log n) search
+    and a memmove, where ``list.remove`` scans (the node buckets and the lone-GPU index hold thousands)."""
+    del values[bisect.bisect_left(values, x)]
+
+
+def _first_fitting(need: np.ndarray, jobs: np.ndarray, pos: int, left: int, chunk: int = 256) -> int:
+    """The first position ``p >= pos`` of ``jobs`` (``(k,) int64``) with ``need[jobs[p]] <= left`` (``need``:
+    ``(n,)`` GPUs per job), or -1; searched in chunks that double from ``chunk``, so a job found near ``pos``
+    costs O(distance), not O(k)."""
+    while pos < len(jobs):
+        fits = np.flatnonzero(need[jobs[pos:pos + chunk]] <= left)
+        if fits.size:
+            return pos + int(fits[0])
+        pos += chunk
+        chunk *= 2
+    return -1
 
 
 def _check_runs_somewhere(job: Job, cluster: Cluster, per_type: dict[str, int], times: IterationTimes) -> None:
