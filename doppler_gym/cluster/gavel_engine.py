@@ -44,6 +44,7 @@ class GavelRounds(Scheduler):
     """
 
     preemptive = True
+    rounds_while_all_run = True  # Gavel re-solves every round, moving running jobs between types too
 
     def __init__(self, policy: str, round_s: float = 360.0) -> None:
         if not (round_s > 0):

@@ -16,7 +16,8 @@ A scheduler is a small object with
   that hold exactly one single-GPU job (two jobs per GPU at most), at the speeds of the interference
   model (:mod:`~doppler_gym.cluster.placement`: Gavel measured no co-location above one GPU);
 - ``round_s``: if set, the engine also reschedules every ``round_s`` seconds [s] while some job
-  waits (for policies whose priorities change while jobs run, such as LAS);
+  waits (for policies whose priorities change while jobs run, such as LAS), or while any job is active
+  when ``rounds_while_all_run`` is true (Gavel's rounds, which also move running jobs between types);
 - ``elastic`` (with ``preemptive``): after admitting the greedy prefix at the requested GPU counts,
   the engine hands the spare GPUs out one at a time to the admitted job whose iteration time drops
   most, relatively, with one more GPU (up to its ``max_gpus`` and the spare GPUs of the type it was
@@ -96,7 +97,9 @@ class Scheduler(ABC):
     """A job scheduler: at each event, the order in which active jobs are offered GPUs.
 
     Class attributes: ``preemptive`` (running jobs may be stopped for earlier ones), ``share`` (jobs
-    may be packed two to a GPU), ``round_s`` [s] (period of the round-tick events, or None).
+    may be packed two to a GPU), ``round_s`` [s] (period of the round-tick events, or None),
+    ``rounds_while_all_run`` (tick rounds while any job is active, not only while one waits: for policies
+    that move running jobs between GPU types every round, as Gavel's).
     """
 
     name = "base"
@@ -105,6 +108,7 @@ class Scheduler(ABC):
     share = False
     elastic = False
     round_s: float | None = None
+    rounds_while_all_run = False
 
     @abstractmethod
     def order(self, view: JobView) -> list[int]:

@@ -525,7 +525,9 @@ class ClusterSimulation:
         self._pending = None
         round_s = self.scheduler.round_s
         # a decision moves jobs between waiting and running only: some job waits iff fewer run than were active
-        if round_s is not None and not self._round_pending and self._n_active > len(self._running_jobs()):
+        due = self._n_active > 0 if self.scheduler.rounds_while_all_run else (
+            self._n_active > len(self._running_jobs()))
+        if round_s is not None and not self._round_pending and due:
             self._events.push(self.now + round_s, ROUND)
             self._round_pending = True
         if self.n_busy != self.util_v[-1]:
