@@ -22,11 +22,12 @@ critical path.
 
 Runs that cannot finish: with failures, a job whose stretch of work between checkpoints expects more
 than :data:`~doppler_gym.cluster.failures.MAX_RESTARTS_PER_STRETCH` restarts is refused before the run
-(``ValueError``, naming the job and what to change). During the run, a :class:`ClusterRunError` ends
-it when the float64 clock at ``now`` is too coarse to resolve a job's iterations (times given in
-nanoseconds by mistake), when the clock stops advancing for :data:`STUCK_STEPS` loop steps, when
-no event is left while jobs wait, or, as a last resort, past ``max_events`` loop steps. A job whose
-completion is closer than the clock's resolution at ``now`` completes now (a rounding remainder).
+(``ValueError``, naming the job and what to change: :mod:`doppler_gym.cluster.run_checks`). During the
+run, a :class:`ClusterRunError` ends it when the float64 clock at ``now`` is too coarse to resolve a
+job's iterations (times given in nanoseconds by mistake), when the clock stops advancing for
+:data:`STUCK_STEPS` loop steps, when no event is left while jobs wait, or, as a last resort, past
+``max_events`` loop steps. A job whose completion is closer than the clock's resolution at ``now``
+completes now (a rounding remainder).
 
 Placement (type-aware): a job's GPUs are of one type. Each job ranks the cluster's GPU types by its
 iteration time at its GPU count (:meth:`ClusterSimulation.type_ranking`: fastest first, ties by name,
@@ -39,32 +40,35 @@ puts it there. At each decision a running job moves to a faster type with room w
 the restore: its remaining solo time there plus ``preemption_cost`` is below its remaining time where
 it runs (:meth:`ClusterSimulation.migration_pays`). Ranking by type, not node, makes a run independent
 of the order the nodes are listed in (up to which of two equal nodes a job lands on). On a cluster of
-one GPU type none of this changes a decision. The free GPUs are indexed per node (sorted ids),
-counted per type, and the nodes of each type bucketed by their free count, so a start packs without
-scanning the cluster; the GPUs holding one single-GPU job (those a job may share) are indexed too.
+one GPU type none of this changes a decision. Who holds each GPU, and the free GPUs indexed so that a
+start packs without scanning the cluster, are kept by a :class:`~doppler_gym.cluster.gpu_pool.GpuPool`;
+an explicit :class:`~doppler_gym.cluster.schedulers.Allocation` is checked by
+:func:`~doppler_gym.cluster.allocation_check.check_allocation` before it is applied.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
-import itertools
 import math
 
 import numpy as np
 
-from doppler_gym import workloads
 from doppler_gym.cluster import bandwidth as bw
 from doppler_gym.cluster import failures as fl
 from doppler_gym.cluster import placement as pl
+from doppler_gym.cluster.admission import first_fitting as _first_fitting  # noqa: F401 (re-exported: tests use it)
+from doppler_gym.cluster.admission import greedy_prefix, grow
+from doppler_gym.cluster.allocation_check import check_allocation
 from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, RESUME, ROUND, SLOW_END, SLOW_START, EventQueue
+from doppler_gym.cluster.gpu_pool import GpuPool
+from doppler_gym.cluster.gpu_pool import sorted_remove as _sorted_remove  # noqa: F401 (re-exported: tests use it)
 from doppler_gym.cluster.interference import GavelInterference
 from doppler_gym.cluster.live_view import LiveJobView
 from doppler_gym.cluster.metrics import ClusterResult, summarise
+from doppler_gym.cluster.run_checks import check_can_finish, check_inputs
 from doppler_gym.cluster.running import RunningBlock
 from doppler_gym.cluster.schedulers import Allocation, JobView, Scheduler, SortedOrder
 from doppler_gym.cluster.timing import IterationTimes
-from doppler_gym.cluster.types import Cluster, Job, JobTrace
+from doppler_gym.cluster.types import Cluster, JobTrace
 
 SPAN = "*span*"  # the "type" of a job that needs more GPUs than any one type it can run on has: it spans types
 
@@ -136,6 +140,8 @@ class ClusterSimulation:
         cross_bytes: ``(n,) float64`` [B] per iteration crossing between the job's nodes (0 on one node).
         alloc: ``n`` lists of the GPU ids each job holds; occupants: ``G`` lists of the jobs on each GPU (<= 2).
         gpu_slow: ``(G,) bool`` GPUs in a slow period.
+        pool: the :class:`~doppler_gym.cluster.gpu_pool.GpuPool`; ``occupants``, ``free_by_type``, ``n_busy``,
+            ``gpu_node`` (``(G,) int64``), ``gpu_type`` (``G`` names) and ``node_type`` (per node) are its.
         gpu_types: the cluster's GPU types, sorted; type_capacity: ``{type: GPUs}``; free_by_type:
             ``{type: free GPUs now}``; job_gpu_type: ``n`` entries, the type of the GPUs each job holds
             (``None`` when it holds none or spans types).
@@ -150,8 +156,8 @@ class ClusterSimulation:
         self._rng_failures = np.random.default_rng(seed)
         self.interference = interference if interference is not None else GavelInterference()
         self.times = times if times is not None else IterationTimes(cluster)
-        _check_inputs(trace, cluster, checkpoints, preemption_cost, self.times)
-        _check_can_finish(trace, cluster, self.times, failures, checkpoints)
+        check_inputs(trace, cluster, checkpoints, preemption_cost, self.times)
+        check_can_finish(trace, cluster, self.times, failures, checkpoints)
         self.trace, self.cluster, self.scheduler, self.seed = trace, cluster, scheduler, seed
         self.failures, self.checkpoints = failures, checkpoints
         self.max_events, self.preemption_cost = max_events, preemption_cost
@@ -160,9 +166,7 @@ class ClusterSimulation:
         self.n_gpus = n_gpus = cluster.n_gpus
         self._init_cluster(cluster)
         self._init_jobs()
-        self.occupants: list[list[int]] = [[] for _ in range(n_gpus)]
         self.gpu_slow = np.zeros(n_gpus, dtype=bool)
-        self.n_busy = 0
         self.busy_gpu_s = 0.0
         self.work_gpu_s = 0.0
         self.util_t: list[float] = [0.0]
@@ -190,21 +194,13 @@ class ClusterSimulation:
                                 or preemption_cost > 0)
 
     def _init_cluster(self, cluster: Cluster) -> None:
-        """The GPUs' nodes and types, and the capacities of the finite uplinks."""
-        self.gpu_node = np.repeat(np.arange(len(cluster.nodes)), [nd.gpus for nd in cluster.nodes])  # (G,) int64
-        self.gpu_type = [cluster.nodes[k].gpu_type for k in self.gpu_node]  # G names
-        self._node_of = self.gpu_node.tolist()  # G node indices as Python ints (the per-GPU loops)
-        self.node_type = [nd.gpu_type for nd in cluster.nodes]  # (n_nodes,) names
-        self.gpu_types = tuple(sorted(set(self.node_type)))
+        """The GPU pool (the GPUs' nodes and types, who holds them), and the capacities of the finite uplinks."""
+        self.pool = pool = GpuPool(cluster)  # who holds each GPU, the free ones indexed (kept by _start, _release)
+        # the pool's read-only geometry and live state, under the names the class docstring gives
+        self.gpu_node, self.gpu_type, self.node_type = pool.gpu_node, pool.gpu_type, pool.node_type
+        self.gpu_types, self.type_capacity = pool.gpu_types, pool.type_capacity
+        self.free_by_type, self.occupants = pool.free_by_type, pool.occupants  # (updated in place by the pool)
         self._one_type = frozenset(self.gpu_types) if len(self.gpu_types) == 1 else None  # every job's GPU types
-        self.type_capacity = {t: sum(nd.gpus for nd in cluster.nodes if nd.gpu_type == t) for t in self.gpu_types}
-        self.free_by_type = dict(self.type_capacity)  # {type: free GPUs}, kept by _start and _release
-        first = np.concatenate([[0], np.cumsum([nd.gpus for nd in cluster.nodes])])
-        self._free_on_node = [list(range(int(first[k]), int(first[k + 1]))) for k in range(len(cluster.nodes))]
-        # {type: {c: sorted ids of the nodes of that type with exactly c > 0 free GPUs}}: pack without a scan
-        self._by_free: dict[str, dict[int, list[int]]] = {t: {} for t in self.gpu_types}
-        for k, nd in enumerate(cluster.nodes):
-            bisect.insort(self._by_free[nd.gpu_type].setdefault(nd.gpus, []), k)
         self.node_rack = np.asarray(cluster.node_rack, dtype=np.int64)  # (n_nodes,)
         capacity: dict[tuple[str, int], float] = {}  # [B/s] of the finite shared links
         if math.isfinite(cluster.node_uplink_bandwidth):
@@ -249,8 +245,6 @@ class ClusterSimulation:
         self._first_undone = 0  # no job below this index is active (every one is DONE)
         self._n_active = 0  # active (waiting or running) jobs at the last decision point's view
         self._pace_dirty: set[int] = set()  # running jobs whose GPU pace may have changed since the last refresh
-        self._lone: list[int] = []  # sorted ids of the GPUs holding exactly one job, a single-GPU one
-        self._n_shared = 0  # GPUs holding two jobs (0: every running job is alone on its GPUs)
         self.job_gpu_type: list[str | None] = [None] * n
         # job -> (GPUs, their types, iter_time, work, cross-node bytes) of its last start (_set_iteration_time)
         self._timeline: dict[int, tuple[int, frozenset[str], float, float, float]] = {}
@@ -313,7 +307,7 @@ class ClusterSimulation:
         preempt or move the others, then start. An invalid plan raises ``ValueError`` and changes
         nothing (the decision stays pending)."""
         self._require_decision(True, "apply_allocation")
-        want = self._checked_allocation(plan)
+        want = check_allocation(plan, self, self.status <= RUNNING)  # (WAITING or RUNNING: active)
         for i in self._running_jobs().tolist():
             if want.get(i) != sorted(self.alloc[i]):
                 self._preempt(i)
@@ -333,6 +327,11 @@ class ClusterSimulation:
                          held=self.held, interruptions=self.interruptions, lost=self.lost,
                          busy_gpu_s=self.busy_gpu_s, work_gpu_s=self.work_gpu_s, util_t=np.array(self.util_t),
                          util_v=np.array(self.util_v), every=self.checkpoint_every)
+
+    @property
+    def n_busy(self) -> int:
+        """GPUs holding at least one job."""
+        return self.pool.n_busy
 
     # -- GPU types (public: for policies that allocate by type) ------------------------------------------
     def iteration_time(self, i: int, gpu_type: str, k: int | None = None) -> float:
@@ -354,40 +353,9 @@ class ClusterSimulation:
         return ranked
 
     def free_gpus(self, k: int, gpu_type: str | None = None) -> list[int] | None:
-        """``k`` free GPUs of ``gpu_type`` packed on the fewest nodes of that type
-        (:func:`~doppler_gym.cluster.placement.pack`), or ``None`` if fewer are free; ``gpu_type=None``: of any
-        type (packed over every node, types mixed: O(nodes)). With a type: O(GPUs per node + nodes taken)."""
-        if gpu_type is None:
-            if k > self.n_gpus - self.n_busy:
-                return None
-            return pl.pack({nd: v for nd, v in enumerate(self._free_on_node) if v}, k)
-        if k > self.free_by_type.get(gpu_type, 0):
-            return None
-        return self._pack(k, gpu_type)
-
-    def _pack(self, k: int, gpu_type: str) -> list[int]:
-        """:func:`placement.pack` over the free GPUs of ``gpu_type`` (at least ``k``), from the nodes bucketed by
-        free count: the fullest node holding ``k`` (lowest id among equals), else the nodes with the most free
-        GPUs first. O(GPUs per node + nodes taken), not O(nodes)."""
-        buckets, free_on = self._by_free[gpu_type], self._free_on_node
-        fitting = [c for c in buckets if c >= k and buckets[c]]
-        if fitting:
-            return free_on[buckets[min(fitting)][0]][:k]
-        chosen: list[int] = []
-        for c in sorted((c for c in buckets if buckets[c]), reverse=True):
-            for nd in buckets[c]:
-                chosen += free_on[nd][: k - len(chosen)]
-                if len(chosen) == k:
-                    return chosen
-        return chosen
-
-    def _node_free_changed(self, nd: int, before: int) -> None:
-        """Move node ``nd`` from the free-count bucket ``before`` to its current one."""
-        buckets, after = self._by_free[self.node_type[nd]], len(self._free_on_node[nd])
-        if before:
-            _sorted_remove(buckets[before], nd)
-        if after:
-            bisect.insort(buckets.setdefault(after, []), nd)
+        """``k`` free GPUs of ``gpu_type`` packed on the fewest nodes of that type, or ``None`` if fewer are free;
+        ``gpu_type=None``: of any type (:meth:`GpuPool.free_gpus <doppler_gym.cluster.gpu_pool.GpuPool.free_gpus>`)."""
+        return self.pool.free_gpus(k, gpu_type)
 
     def migration_pays(self, i: int, gpu_type: str, k: int | None = None) -> bool:
         """Whether running job ``i`` finishes sooner moving to ``k`` GPUs (default: the GPUs it holds) of
@@ -444,12 +412,12 @@ class ClusterSimulation:
         """Free GPUs for job ``i``: ``k`` of ``gpu_type`` packed, or for :data:`SPAN` the free GPUs of its types,
         fastest type first, each packed (as :meth:`_take` books them); ``None`` if too few are free."""
         if gpu_type != SPAN:
-            return self.free_gpus(k, gpu_type)
+            return self.pool.free_gpus(k, gpu_type)
         out: list[int] = []
         for t in self.type_ranking(i, k):
             take = min(k - len(out), self.free_by_type[t])
             if take:
-                out += self.free_gpus(take, t)
+                out += self.pool.free_gpus(take, t)
             if len(out) == k:
                 return sorted(out)
         return None
@@ -530,9 +498,10 @@ class ClusterSimulation:
         if round_s is not None and not self._round_pending and due:
             self._events.push(self.now + round_s, ROUND)
             self._round_pending = True
-        if self.n_busy != self.util_v[-1]:
+        n_busy = self.pool.n_busy
+        if n_busy != self.util_v[-1]:
             self.util_t.append(self.now)
-            self.util_v.append(self.n_busy)
+            self.util_v.append(n_busy)
 
     def _running_jobs(self) -> np.ndarray:
         """``(k,) int64``: the running jobs, ascending (cached until the next start or release, the only places a
@@ -573,7 +542,7 @@ class ClusterSimulation:
             self.progress[running] = progress
             self.attained[running] += gpus_held * dt
             self.held[running] += dt
-            self.busy_gpu_s += self.n_busy * dt  # GPUs busy since the last event
+            self.busy_gpu_s += self.pool.n_busy * dt  # GPUs busy since the last event
             self.work_gpu_s += float(speed @ gpus_held) * dt
         self.now = t_next
         return progress
@@ -689,12 +658,7 @@ class ClusterSimulation:
         self.alloc[i] = list(gpus)
         self._block = None
         self.gpus_held[i] = len(gpus)
-        occupants = self.occupants
-        if all(not occupants[g] for g in gpus):
-            nodes = self._take_free_gpus(i, gpus)
-        else:
-            self._take_gpus(i, gpus)
-            nodes = {self._node_of[g] for g in gpus}
+        spans_nodes = self.pool.take(i, gpus, self._pace_dirty)
         self._pace_dirty.add(i)
         gpu_type = self.gpu_type
         if len(self.gpu_types) == 1:
@@ -711,125 +675,18 @@ class ClusterSimulation:
             self.stall_end[i] = self.now + self.preemption_cost
             self._events.push(self.stall_end[i], RESUME, i)
         self.suspended[i] = False
-        self._set_iteration_time(i, len(set(nodes)) > 1)
-
-    def _take_free_gpus(self, i: int, gpus: list[int]) -> list[int]:
-        """Job ``i`` takes ``gpus``, all free: occupants, the per-node free lists (each run of GPUs on one node
-        removed at once, its bucket moved once), the free counts and the lone-GPU index (:meth:`_take_gpus` for
-        any GPUs). Returns the node of each run (a node twice if its GPUs are not consecutive in ``gpus``)."""
-        occupants = self.occupants
-        for g in gpus:
-            occupants[g].append(i)
-        free_on, node_type, free_by_type = self._free_on_node, self.node_type, self.free_by_type
-        nodes = []
-        for nd, run in itertools.groupby(gpus, self._node_of.__getitem__):
-            taken = list(run)
-            nodes.append(nd)
-            free, m = free_on[nd], len(taken)
-            was = len(free)
-            if free[:m] == taken:  # (a packed start takes a node's lowest free GPUs)
-                del free[:m]
-            else:
-                for g in taken:
-                    free.remove(g)
-            free_by_type[node_type[nd]] -= m
-            self._node_free_changed(nd, was)
-        self.n_busy += len(gpus)
-        if len(gpus) == 1:
-            bisect.insort(self._lone, gpus[0])  # now holds exactly one single-GPU job: it may be shared
-        return nodes
-
-    def _take_gpus(self, i: int, gpus: list[int]) -> None:
-        """Job ``i`` takes ``gpus`` (free or holding one job each): the general form of :meth:`_take_free_gpus`;
-        a GPU shared now changes its partner's pace."""
-        k = len(gpus)
-        occupants, n_busy = self.occupants, self.n_busy
-        node_of, gpu_type, free_on, free_by_type = self._node_of, self.gpu_type, self._free_on_node, self.free_by_type
-        before: dict[int, int] = {}  # node -> its free GPUs before the start (each node re-bucketed once)
-        lone, dirty = self._lone, self._pace_dirty
-        for g in gpus:
-            occ = occupants[g]
-            if not occ:
-                n_busy += 1
-                nd = node_of[g]
-                if nd not in before:
-                    before[nd] = len(free_on[nd])
-                free_on[nd].remove(g)
-                free_by_type[gpu_type[g]] -= 1
-            occ.append(i)
-            # the GPUs that now hold exactly one single-GPU job are those a waiting job may share; a GPU
-            # shared now changes its partner's pace
-            if len(occ) == 1:
-                if k == 1:
-                    bisect.insort(lone, g)
-            elif len(occ) == 2:
-                _sorted_remove(lone, g)
-                dirty.update(occ)
-                self._n_shared += 1
-        for nd, was in before.items():
-            self._node_free_changed(nd, was)
-        self.n_busy = n_busy
+        self._set_iteration_time(i, spans_nodes)
 
     def _release(self, i: int) -> None:
         """Job ``i`` leaves its GPUs."""
         gpus = self.alloc[i]
         self._block = None  # (its status leaves RUNNING right after)
-        occupants = self.occupants
-        if not self._n_shared or all(len(occupants[g]) == 1 for g in gpus):
-            self._free_lone_gpus(gpus)
-        else:
-            self._leave_gpus(i, gpus)
+        self.pool.release(i, gpus, self._pace_dirty)
         self.alloc[i] = []
         self._running_mask[i] = False
         self.job_gpu_type[i] = None
         self.gpus_held[i] = 0
         self.speed[i] = 0.0
-
-    def _free_lone_gpus(self, gpus: list[int]) -> None:
-        """The job alone on ``gpus`` leaves them: they become free (each node's free list and bucket updated once;
-        :meth:`_leave_gpus` for GPUs that may be shared)."""
-        occupants = self.occupants
-        for g in gpus:
-            occupants[g].clear()
-        free_on, node_type, free_by_type = self._free_on_node, self.node_type, self.free_by_type
-        for nd, run in itertools.groupby(gpus, self._node_of.__getitem__):
-            back = list(run)
-            free = free_on[nd]
-            was = len(free)
-            free += back
-            free.sort()
-            free_by_type[node_type[nd]] += len(back)
-            self._node_free_changed(nd, was)
-        self.n_busy -= len(gpus)
-        if len(gpus) == 1:
-            _sorted_remove(self._lone, gpus[0])
-
-    def _leave_gpus(self, i: int, gpus: list[int]) -> None:
-        """Job ``i`` leaves ``gpus`` (some shared): the general form of :meth:`_free_lone_gpus`; a GPU's remaining
-        job changes pace."""
-        single = len(gpus) == 1
-        occupants, lone, dirty, node_of, free_on = self.occupants, self._lone, self._pace_dirty, self._node_of, \
-            self._free_on_node
-        before: dict[int, int] = {}  # node -> its free GPUs before the release (each node re-bucketed once)
-        for g in gpus:
-            occ = occupants[g]
-            occ.remove(i)
-            if occ:
-                dirty.update(occ)
-                self._n_shared -= 1  # (two jobs to a GPU at most: it now holds one)
-            if single and not occ:
-                _sorted_remove(lone, g)
-            elif len(occ) == 1:  # a shared GPU (both jobs single-GPU) keeps its other job
-                bisect.insort(lone, g)
-            if not occ:
-                self.n_busy -= 1
-                nd = node_of[g]
-                if nd not in before:
-                    before[nd] = len(free_on[nd])
-                bisect.insort(free_on[nd], g)
-                self.free_by_type[self.gpu_type[g]] += 1
-        for nd, was in before.items():
-            self._node_free_changed(nd, was)
 
     def _preempt(self, i: int) -> None:
         """Suspend running job ``i`` (it keeps its progress; its next start pays ``preemption_cost``)."""
@@ -871,11 +728,11 @@ class ClusterSimulation:
     def _shared_gpus(self, i: int) -> list[int] | None:
         """A GPU holding one single-GPU job that waiting single-GPU job ``i`` may share
         (:func:`placement.shared`), on its fastest type that has one, or ``None``."""
-        if self.requested[i] != 1 or not self._lone:
+        if self.requested[i] != 1 or not self.pool.lone:
             return None
         for t in self.type_ranking(i):
             got = pl.shared(self.job_types[i], 1, self.occupants, self.job_types, self.gpu_type, self.interference,
-                            gpus_held=self.gpus_held, gpu_types=(t,), candidates=self._lone)
+                            gpus_held=self.gpus_held, gpu_types=(t,), candidates=self.pool.lone)
             if got is not None:
                 return got
         return None
@@ -924,8 +781,9 @@ class ClusterSimulation:
     # -- allocating by an order ----------------------------------------------------------------------
     def _admit_prefix(self, order: list[int], array: np.ndarray | None = None) -> None:
         """Preemptive: run the greedy prefix of ``order`` that fits, each job on the type :meth:`_pick_type` gives
-        it within the room the earlier jobs leave (grown into the spare GPUs of its type if elastic); suspend
-        the running jobs outside it, moved to another type or resized; start the admitted waiting ones packed."""
+        it within the room the earlier jobs leave (grown into the spare GPUs of its type if elastic:
+        :func:`~doppler_gym.cluster.admission.grow`); suspend the running jobs outside it, moved to another type
+        or resized; start the admitted waiting ones packed."""
         if self._one_type_admission():
             self._admit_prefix_one_type(order if array is None else array)
             return
@@ -964,7 +822,8 @@ class ClusterSimulation:
                 biggest = max(room.values())
         size = {i: need[i] for i in placed}
         if self.scheduler.elastic:
-            self._grow(placed, size, room)
+            grow({i: t for i, t in placed.items() if t != SPAN}, size, room,  # (a span does not grow)
+                 self._speedup_of_one_more_gpu)
         for i in running:  # (the state after the preemptions does not depend on their order)
             if i not in placed or len(alloc[i]) != size[i] or (placed[i] != SPAN and placed[i] != self.job_gpu_type[i]):
                 self._preempt(i)
@@ -980,23 +839,10 @@ class ClusterSimulation:
 
     def _admit_prefix_one_type(self, order: list[int] | np.ndarray) -> None:
         """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic), in NumPy: the prefix of ``order`` whose
-        GPUs add up to at most the cluster's is admitted at once (a cumulative sum over the first ``G + 1`` jobs
-        only: every job needs a GPU at least), then each later job that fits the GPUs left, in order (searched
-        in chunks of the order); the same decisions as the loop, reading only the part of the order it needs."""
-        jobs = np.asarray(order, dtype=np.int64)
-        need_of, n_gpus = self.requested, self.n_gpus
-        total = np.cumsum(need_of[jobs[:n_gpus + 1]])
-        pos = int(np.searchsorted(total, n_gpus, side="right"))  # jobs[:pos] fit, in order
-        chosen = [jobs[:pos]]
-        left = n_gpus - (int(total[pos - 1]) if pos else 0)
-        while left > 0 and pos < len(jobs):
-            pos = _first_fitting(need_of, jobs, pos, left)
-            if pos < 0:
-                break
-            chosen.append(jobs[pos:pos + 1])
-            left -= int(need_of[jobs[pos]])
-            pos += 1
-        admitted = np.concatenate(chosen)
+        GPUs add up to at most the cluster's is admitted at once, then each later job that fits the GPUs left, in
+        order (:func:`~doppler_gym.cluster.admission.greedy_prefix`); the same decisions as the loop, reading only
+        the part of the order it needs."""
+        admitted = greedy_prefix(np.asarray(order, dtype=np.int64), self.requested, self.n_gpus)
         keep = self._admitted  # all False between calls
         keep[admitted] = True
         running = self._running_jobs()
@@ -1006,7 +852,7 @@ class ClusterSimulation:
             self._preempt(i)
         t = self.gpu_types[0]
         for i in admitted[~self._running_mask[admitted]].tolist():
-            self._start(i, self._pack(self._need[i], t))
+            self._start(i, self.pool.pack(self._need[i], t))
 
     def _keeps_span(self, i: int, room: dict[str, int]) -> bool:
         """Running job ``i`` spans types and ``room`` still holds its GPUs of each type (then they are booked)."""
@@ -1019,23 +865,6 @@ class ClusterSimulation:
         for t, c in count.items():
             room[t] -= c
         return True
-
-    def _grow(self, placed: dict[int, str], size: dict[int, int], room: dict[str, int]) -> None:
-        """Give the spare GPUs of each type (``room``) one at a time to the admitted job on that type with the
-        largest t(k) / t(k + 1) > 1 (``size``: GPUs per admitted job, updated); jobs spanning types do not grow."""
-        heap = [(-self._speedup_of_one_more_gpu(i, size[i], t), pos, i) for pos, (i, t) in enumerate(placed.items())
-                if t != SPAN]
-        heapq.heapify(heap)
-        while heap:
-            g, pos, i = heapq.heappop(heap)
-            if -g <= 1.0 + 1e-12:
-                break
-            t = placed[i]
-            if room[t] <= 0:
-                continue  # its type is full: the job stops growing
-            size[i] += 1
-            room[t] -= 1
-            heapq.heappush(heap, (-self._speedup_of_one_more_gpu(i, size[i], t), pos, i))
 
     def _speedup_of_one_more_gpu(self, i: int, k: int, gpu_type: str) -> float:
         """t(k) / t(k + 1) of job ``i`` on ``gpu_type`` (1 at its ``max_gpus`` or the type's size)."""
@@ -1053,16 +882,17 @@ class ClusterSimulation:
         need = self._need
         backfill = getattr(self.scheduler, "backfill", True)
         several_types = len(self.gpu_types) > 1
+        pool = self.pool  # (its n_busy changes with each start)
         left: list[int] = []
         for pos, i in enumerate(order):
             if i in is_running:
                 if several_types:
                     self._move_to_faster_type(i)
                 continue
-            if self.n_busy == self.n_gpus and not several_types:  # nothing more can start (or move)
+            if pool.n_busy == self.n_gpus and not several_types:  # nothing more can start (or move)
                 left += [j for j in order[pos:] if j not in is_running] if self.scheduler.share else []
                 break
-            if (left and not backfill) or need[i] > self.n_gpus - self.n_busy:
+            if (left and not backfill) or need[i] > self.n_gpus - pool.n_busy:
                 left.append(i)
                 continue
             t = self._pick_type(i, need[i], self.free_by_type, None)
@@ -1088,14 +918,15 @@ class ClusterSimulation:
     def _migrate_off_shared(self, order: list[int]) -> None:
         """Gandiva: a running job sharing a GPU moves to free GPUs when its fastest type with room has enough
         (a migration: its restore costs ``preemption_cost``)."""
-        if self.n_busy == self.n_gpus:
+        pool = self.pool
+        if pool.n_busy == self.n_gpus:
             return  # no free GPU to move to
         occupants, alloc = self.occupants, self.alloc
         # only single-GPU jobs share, two to a GPU: the sharing jobs are the occupants of the GPUs that are
         # neither free nor lone, held by a single-GPU job
         sharing = {j for j in np.flatnonzero(self.gpus_held == 1).tolist() if len(occupants[alloc[j][0]]) > 1}
         for i in [i for i in order if i in sharing]:
-            if self.n_busy < self.n_gpus and len(occupants[alloc[i][0]]) > 1:  # (its partner may have moved)
+            if pool.n_busy < self.n_gpus and len(occupants[alloc[i][0]]) > 1:  # (its partner may have moved)
                 k = int(self.requested[i])
                 t = self._pick_type(i, k, self.free_by_type, None)
                 free = None if t is None else self._gpus_for(i, t, k)
@@ -1107,7 +938,7 @@ class ClusterSimulation:
         """Start the jobs of ``waiting`` on GPUs they may share, in order, where there are such GPUs."""
         failed: set[tuple[str, tuple[str, ...]]] = set()  # (job type, type ranking) with no GPU to share
         for i in waiting:
-            if not self._lone:
+            if not self.pool.lone:
                 return  # no GPU holds a lone single-GPU job (and a start does not make one)
             key = (self.job_types[i], self.type_ranking(i))
             if key in failed:
@@ -1117,195 +948,3 @@ class ClusterSimulation:
                 self._start(i, got)
             elif self.requested[i] == 1:
                 failed.add(key)
-
-    # -- an explicit allocation ----------------------------------------------------------------------
-    def _checked_allocation(self, plan: Allocation) -> dict[int, list[int]]:
-        """``plan`` as ``{job: sorted GPU ids}``, checked: active jobs, distinct GPU ids, a GPU count between
-        the job's ``gpus`` and ``max_gpus``, at most two jobs per GPU and only pairs that may share."""
-        where = f"Allocation at t={self.now:.6g} s"
-        want: dict[int, list[int]] = {}
-        count = np.zeros(self.n_gpus, dtype=np.int64)  # (G,) jobs per GPU
-        for i, gs in plan.gpus.items():
-            if not (0 <= i < self.n_jobs) or self.status[i] not in (WAITING, RUNNING):
-                raise ValueError(f"{where}: job index {i} is not waiting or running (only active jobs can run)")
-            gs = sorted(int(g) for g in gs)
-            if len(set(gs)) != len(gs) or not all(0 <= g < self.n_gpus for g in gs):
-                raise ValueError(f"{where}: job {i}'s GPUs {gs} must be distinct ids in [0, {self.n_gpus})")
-            if not (self.requested[i] <= len(gs) <= self.jobs[i].max_gpus):
-                raise ValueError(f"{where}: job {i} got {len(gs)} GPUs; it needs between gpus={self.requested[i]} "
-                                 f"and max_gpus={self.jobs[i].max_gpus}")
-            slow = [t for t in sorted({self.gpu_type[g] for g in gs})
-                    if not math.isfinite(self.iteration_time(i, t, len(gs)))]
-            if slow:
-                raise ValueError(f"{where}: job {i} cannot run on {len(gs)} GPUs of type {slow[0]!r} (iteration time "
-                                 f"inf: Gavel measured throughput 0, or its profile leaves the type out); give it GPUs "
-                                 f"of {', '.join(self.type_ranking(i, len(gs))) or 'another size'}")
-            want[i] = gs
-            count[gs] += 1
-        if count.max(initial=0) > 2:
-            raise ValueError(f"{where}: GPU {int(np.argmax(count))} would hold {int(count.max())} jobs (2 at most)")
-        on: list[list[int]] = [[] for _ in range(self.n_gpus)]
-        for i, gs in want.items():
-            for g in gs:
-                on[g].append(i)
-        types = self.job_types
-        for g in np.flatnonzero(count == 2).tolist():
-            a, b = on[g]
-            if len(want[a]) > 1 or len(want[b]) > 1:
-                raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g}: only single-GPU jobs share (Gavel "
-                                 f"measured co-location at one GPU only)")
-            pair = self.interference(types[a], types[b], self.gpu_type[g])
-            if pair is None or not (pair[0] > 0 and pair[1] > 0):
-                raise ValueError(f"{where}: jobs {a} and {b} cannot share GPU {g} (interference model: "
-                                 f"{types[a]!r} with {types[b]!r} on {self.gpu_type[g]!r})")
-        return want
-
-
-def _sorted_remove(values: list[int], x: int) -> None:
-    """Remove ``x`` from the ascending list ``values`` of distinct ints (it must be there): O(log n) search
-    and a memmove, where ``list.remove`` scans (the node buckets and the lone-GPU index hold thousands)."""
-    del values[bisect.bisect_left(values, x)]
-
-
-def _first_fitting(need: np.ndarray, jobs: np.ndarray, pos: int, left: int, chunk: int = 256) -> int:
-    """The first position ``p >= pos`` of ``jobs`` (``(k,) int64``) with ``need[jobs[p]] <= left`` (``need``:
-    ``(n,)`` GPUs per job), or -1; searched in chunks that double from ``chunk``, so a job found near ``pos``
-    costs O(distance), not O(k)."""
-    while pos < len(jobs):
-        fits = np.flatnonzero(need[jobs[pos:pos + chunk]] <= left)
-        if fits.size:
-            return pos + int(fits[0])
-        pos += chunk
-        chunk *= 2
-    return -1
-
-
-def _check_runs_somewhere(job: Job, cluster: Cluster, per_type: dict[str, int], times: IterationTimes) -> None:
-    """``ValueError`` unless some GPU type of ``cluster`` can run profile job ``job`` at its GPU count (a finite
-    iteration time there), or its types together hold it when it needs more GPUs than any one of them has;
-    ``per_type``: ``{GPU type: GPUs}`` of the cluster."""
-    k, types_here = job.gpus, sorted(per_type)
-    able = [t for t in types_here if math.isfinite(times(job, t, k))]
-    capacity = sum(per_type[t] for t in able)
-    if able and capacity >= k:
-        return
-    if not able:
-        raise ValueError(f"Job {job.job_id} ({job.job_type}) cannot run on any GPU type of cluster {cluster.name!r} "
-                         f"({', '.join(types_here)}) at {k} GPU(s): its profile gives no finite iteration time for "
-                         f"them (inf: Gavel measured throughput 0; a type left out: not profiled). Add a GPU type it "
-                         f"runs on (its profile has {', '.join(sorted(job.profile))}) or drop the job")
-    raise ValueError(f"Job {job.job_id} ({job.job_type}): needs {k} GPUs but the types it can run on "
-                     f"({', '.join(able)}) have {capacity} in cluster {cluster.name!r}; add GPUs of those types")
-
-
-def _check_inputs(trace: JobTrace, cluster: Cluster, checkpoints: str, preemption_cost: float,
-                  times: IterationTimes) -> None:
-    """Raise ``ValueError`` for anything a run could trip on, before it starts."""
-    if not (isinstance(preemption_cost, (int, float)) and math.isfinite(preemption_cost) and preemption_cost >= 0):
-        raise ValueError(f"preemption_cost must be a finite time >= 0 [s], got {preemption_cost!r}")
-    if checkpoints not in ("fixed", "young"):
-        raise ValueError(f"checkpoints={checkpoints!r}: must be 'fixed' (each job's checkpoint_every) or 'young'")
-    per_type: dict[str, int] = {}
-    for nd in cluster.nodes:
-        per_type[nd.gpu_type] = per_type.get(nd.gpu_type, 0) + nd.gpus
-    n_gpus = cluster.n_gpus
-    for j in trace.jobs:
-        if j.gpus > n_gpus:
-            raise ValueError(f"Job {j.job_id}: gpus={j.gpus} exceeds the cluster's {n_gpus} GPUs ({cluster.name})")
-        if j.profile is not None:
-            _check_runs_somewhere(j, cluster, per_type, times)
-        else:
-            unknown = sorted(set(j.workload_params) - set(workloads.params(j.workload)))  # unknown name raises
-            if unknown:
-                raise ValueError(f"Job {j.job_id}: workload_params {unknown} are not parameters of workload "
-                                 f"{j.workload!r}; valid: {sorted(workloads.params(j.workload))}")
-
-
-def _check_can_finish(trace: JobTrace, cluster: Cluster, times: IterationTimes, failures: fl.FailureModel,
-                      checkpoints: str) -> None:
-    """``ValueError`` if a job's longest stretch of work between checkpoints expects more than
-    :data:`~doppler_gym.cluster.failures.MAX_RESTARTS_PER_STRETCH` restarts at full speed on its requested GPUs
-    (a lower bound: sharing, stragglers and slower GPU types only lengthen a stretch). The message names the
-    job that needs the highest MTBF, so its fix covers every job, and counts the others."""
-    mtbf = failures.gpu_mtbf
-    if not math.isfinite(mtbf):
-        return
-    types_here = sorted({nd.gpu_type for nd in cluster.nodes})
-    failing = []
-    for job in trace.jobs:
-        t = min(times(job, gpu_type, job.gpus) for gpu_type in types_here)  # [s] per iteration, the fastest type
-        check = _StretchCheck(job, t, checkpoints == "young")
-        if check.restarts(mtbf) > fl.MAX_RESTARTS_PER_STRETCH:
-            failing.append(check)
-    if failing:
-        worst = max(failing, key=lambda c: c.mtbf_needed(mtbf))
-        others = f" ({len(failing)} of the {len(trace)} jobs cannot finish; this one needs the highest MTBF)" \
-            if len(failing) > 1 else ""
-        raise ValueError(worst.message(mtbf) + others)
-
-
-class _StretchCheck:
-    """One job's longest stretch between checkpoints and its expected restarts as a function of the per-GPU
-    MTBF (at Young's interval for that MTBF when ``young``, else at the job's ``checkpoint_every``)."""
-
-    def __init__(self, job: Job, iter_time: float, young: bool) -> None:
-        self.job, self.iter_time, self.young = job, iter_time, young
-
-    def every(self, mtbf: float) -> int | None:
-        """Iterations between checkpoints at ``mtbf`` (``None``: no checkpoints)."""
-        job = self.job
-        return fl.young_every(job.checkpoint_cost, mtbf, job.gpus, self.iter_time) if self.young \
-            else job.checkpoint_every
-
-    def stretch(self, mtbf: float, every: int | None = None) -> float:
-        """[solo s] the longest stretch at ``mtbf``, with ``every`` iterations between checkpoints if given."""
-        job = self.job
-        return fl.longest_stretch(job.iterations, self.iter_time, every or self.every(mtbf), job.checkpoint_cost)
-
-    def restarts(self, mtbf: float, every: int | None = None) -> float:
-        """Expected restarts of the longest stretch at ``mtbf`` (with ``every`` if given)."""
-        return fl.expected_restarts(self.stretch(mtbf, every), self.job.gpus / mtbf)
-
-    def mtbf_needed(self, mtbf: float) -> float:
-        """[s] the least per-GPU MTBF (>= ``mtbf``) that passes: ``g x stretch / ln(1 + bound)``, iterated
-        because Young's interval, and so the stretch, grows with the MTBF."""
-        limit = math.log1p(fl.MAX_RESTARTS_PER_STRETCH)
-        for _ in range(100):
-            mtbf = max(mtbf, self.job.gpus * self.stretch(mtbf) / limit)
-            if self.restarts(mtbf) <= fl.MAX_RESTARTS_PER_STRETCH:
-                break
-            mtbf *= 1.0 + 1e-6
-        return mtbf
-
-    def message(self, mtbf: float) -> str:
-        """Why the job cannot finish at ``mtbf``, and the checkpoint interval or MTBF that would let it."""
-        job, t = self.job, self.iter_time
-        g, cost, every, stretch = job.gpus, job.checkpoint_cost, self.every(mtbf), self.stretch(mtbf)
-        x = g * stretch / mtbf  # expected failures during one stretch
-        how = "no checkpoints" if every is None else f"checkpoint every {every} iterations, {cost:g} s each"
-        need = self.mtbf_needed(mtbf)
-        fix = f"raise gpu_mtbf to >= {_round_up(need)} s (--mtbf-hours {_round_up(need / 3600)})"
-        young = fl.young_every(cost, mtbf, g, t)
-        if self.restarts(mtbf, young) <= fl.MAX_RESTARTS_PER_STRETCH:
-            young_too = (f"; Young's interval for {cost:g} s checkpoints: checkpoints='young', --checkpoint young"
-                         if cost > 0 else "")
-            fix = f"checkpoint_every={young} iterations (--checkpoint-every {young}{young_too}), or {fix}"
-        else:
-            fix = (f"{fix} or a lower checkpoint_cost (even checkpoints at Young's interval, every {young} "
-                   f"iterations, leave stretches too long)")
-        return (f"Job {job.job_id} cannot finish under failures: on {g} GPU(s) with gpu_mtbf={mtbf:.6g} s it fails "
-                f"every {mtbf / g:.4g} s on average, and its longest stretch of work between checkpoints is "
-                f"{stretch:,.4g} s ({job.iterations} iterations of {t:.4g} s, {how}): P(the stretch runs without "
-                f"a failure) = exp(-{x:.4g}), so it expects {_big(self.restarts(mtbf), x)} restarts (more than "
-                f"{fl.MAX_RESTARTS_PER_STRETCH:,}). Fix: {fix}")
-
-
-def _big(value: float, exponent: float) -> str:
-    """``value`` = exp(``exponent``) - 1 as text, as a power of ten past float range."""
-    return f"{value:.3g}" if math.isfinite(value) else f"~1e{exponent / math.log(10):.0f}"
-
-
-def _round_up(x: float, digits: int = 3) -> str:
-    """``x`` > 0 rounded up to ``digits`` significant digits, as text."""
-    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
-    return f"{math.ceil(x / scale - 1e-9) * scale:,.{digits + 3}g}"
