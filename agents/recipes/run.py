@@ -2,22 +2,24 @@
 ``EvalCallback`` convention: the model a run hands back is the one that evaluated best).
 
 :func:`train_recipe` builds the model with :func:`~agents.recipes.hyperparams.make_model`, evaluates its
-greedy (deterministic, masked) policy on a separate env before training, every ``eval_every`` env steps and
-at the end, and restores the best evaluated weights when it stops: at the recipe's ``n_timesteps``, or
-earlier at a wall-clock budget. The score of an evaluation is a number the env reports in the final
-``info`` of an episode (the recipe's ``eval_metric``: ``makespan`` for ``Doppler-Sim-v0``, ``avg_jct`` for
-``Doppler-Cluster-v0``; lower is better), averaged over ``eval_episodes`` episodes reset with seeds
-``eval_seed + k``.
+greedy (deterministic; masked for MaskablePPO) policy on a separate env before training, every ``eval_every``
+env steps and at the end, and restores the best evaluated weights when it stops: at the recipe's
+``n_timesteps``, or earlier at a wall-clock budget. The score of an evaluation is a number the env reports in
+the final ``info`` of an episode (the recipe's ``eval_metric``: ``makespan`` for ``Doppler-Sim-v0`` and
+``Doppler-SimAssign-v0``, ``avg_jct`` for ``Doppler-Cluster-v0``; lower is better), averaged over
+``eval_episodes`` episodes reset with seeds ``eval_seed + k``.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from agents.recipes.hyperparams import load_hyperparams, make_model
@@ -66,15 +68,19 @@ class RecipeRun:
 
 
 def greedy_score(model: Any, env: Any, metric: str, seeds: list[int]) -> float:
-    """Mean of ``info[metric]`` over one greedy episode per seed: ``model.predict(obs, action_masks=...,
-    deterministic=True)`` on ``env`` (a Gymnasium env with ``action_masks()``, through its wrappers)."""
+    """Mean of ``info[metric]`` over one greedy episode per seed: ``model.predict(obs, deterministic=True)``
+    on ``env`` (a Gymnasium env), given ``action_masks=env.action_masks()`` (reached through the wrappers)
+    when the model's ``predict`` takes masks (MaskablePPO; not PPO or A2C). A ``Discrete`` action is passed
+    to ``env.step`` as an int, any other (``MultiDiscrete``: one entry per op) as the array predicted."""
+    masked = "action_masks" in inspect.signature(model.predict).parameters
+    discrete = isinstance(env.action_space, gym.spaces.Discrete)
     scores = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         while True:
-            masks = env.get_wrapper_attr("action_masks")()
-            action, _ = model.predict(obs, action_masks=masks, deterministic=True)
-            obs, _, terminated, truncated, info = env.step(int(action))
+            masks = {"action_masks": env.get_wrapper_attr("action_masks")()} if masked else {}
+            action, _ = model.predict(obs, deterministic=True, **masks)
+            obs, _, terminated, truncated, info = env.step(int(action) if discrete else action)
             if terminated or truncated:
                 if metric not in info:
                     raise KeyError(f"the final info of the evaluation episode has no {metric!r} "
@@ -105,7 +111,6 @@ def train_recipe(algo: str, env_id: str, seed: int, *, minutes: float | None = N
     Returns:
         A :class:`RecipeRun`: its ``model`` holds the best evaluated weights.
     """
-    import gymnasium as gym
     from stable_baselines3.common.callbacks import BaseCallback
 
     hp = load_hyperparams(algo, env_id)
