@@ -42,16 +42,21 @@ DEFAULT_ALGOS = {SIM: ["maskable_ppo"], ASSIGN: ["ppo"]}
 DEFAULT_GRAPHS = {SIM: list(GRAPHS), ASSIGN: ["paper/ffnn"]}
 
 
+def _started(env_class: type, graph: str) -> tuple:
+    """``(env, its GraphContext, numpy Generator seeded 0)``: an env of ``env_class`` on ``graph`` and
+    :data:`TOPOLOGY`, reset with seed 0."""
+    env = env_class(graph=graph, topology=TOPOLOGY)
+    env.reset(seed=0)
+    return env, env.context, np.random.default_rng(0)
+
+
 def references(graph: str) -> dict[str, float]:
     """``Doppler-Sim-v0``'s references on ``graph`` (4 devices), in the reported time unit: critical path
     (the env's reference), HEFT, a random masked policy (mean of 20 episodes) and the lower bound."""
     import doppler_gym as dg
     from doppler_gym.envs import PlacementEnv
 
-    env = PlacementEnv(graph=graph, topology=TOPOLOGY)
-    env.reset(seed=0)
-    ctx = env.context
-    rng = np.random.default_rng(0)
+    env, ctx, rng = _started(PlacementEnv, graph)
     randoms = []
     for k in range(20):
         env.reset(seed=k)
@@ -75,10 +80,7 @@ def assign_references(graph: str) -> dict[str, float]:
     import doppler_gym as dg
     from doppler_gym.envs import AssignEnv
 
-    env = AssignEnv(graph=graph, topology=TOPOLOGY)
-    env.reset(seed=0)
-    ctx = env.context
-    rng = np.random.default_rng(0)
+    env, ctx, rng = _started(AssignEnv, graph)
     randoms = []
     for k in range(20):
         env.reset(seed=k)
