@@ -1,4 +1,28 @@
-"""``Doppler-SimAssign-v0``: place the whole graph in one step (a contextual bandit)."""
+"""``Doppler-SimAssign-v0``: place the whole graph in one step (a contextual bandit).
+
+``observation="flat"`` (for MLPs, e.g. SB3's ``MultiInputPolicy``) is one fixed-size vector with every
+entry in ``[0, 1]`` and no ids, edge indices or raw counts: ``{"features": (F,) float32, "action_mask":
+(N * D,) int8}`` with ``F = N * 6 + D * 3 + 2`` (``N = max_ops``, ``D = max_devices``); ``action_mask``
+equals :meth:`AssignEnv.action_masks`. ``features`` holds, in this order:
+
+=====================  ==============  =========================================================================
+block                  shape           content (zeros for padded ops and devices)
+=====================  ==============  =========================================================================
+op costs               (N, 5)          the graph form's ``op_features`` each divided by its largest value in
+                                       the graph (compute, b-level, t-level, input, output transfer) -> [0, 1]
+                                       (:func:`~doppler_gym.envs.flat_observation.write_op_costs`, as
+                                       ``Doppler-Sim-v0``'s flat form)
+op valid               (N, 1)          1 for an op of the graph, 0 for padding
+device static          (D, 2)          the graph form's ``device_static``: speed / fastest speed, memory /
+                                       largest memory -> [0, 1]
+device valid           (D, 1)          1 for a device of the topology
+globals                (2,)            n_ops / N, n_devices / D
+=====================  ==============  =========================================================================
+
+Layout: the op rows one after the other (op 0's 6 values, then op 1's, ...), then the device rows
+(3 values each), then the globals. The observation depends on the graph's costs and the topology only, not
+on the graph's name or id.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +34,9 @@ import numpy as np
 from gymnasium import spaces
 
 from doppler_gym.envs.backend import Backend, as_backend
-from doppler_gym.envs.context import N_DEVICE_STATIC, GraphContext, Instances, check_render_mode
-from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_array, episode_over_error
+from doppler_gym.envs.context import N_DEVICE_STATIC, N_OP_FEATURES, GraphContext, Instances, check_render_mode
+from doppler_gym.envs.flat_observation import FEATURES_KEY, write_op_costs
+from doppler_gym.envs.masked import MASK_DTYPE, InvalidActions, action_array, episode_over_error, mask_space
 from doppler_gym.envs.observation import static_observation, static_spaces
 from doppler_gym.envs.rewards import Reward, make_reward
 from doppler_gym.graph.analysis import topological_order
@@ -19,6 +44,56 @@ from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.trace import Trace
 from doppler_gym.topology.types import Topology
+
+OBSERVATIONS = ("graph", "flat")
+N_OP_COLUMNS = N_OP_FEATURES + 1  # normalised costs, valid flag
+N_DEVICE_COLUMNS = N_DEVICE_STATIC + 1  # static features, valid flag
+N_GLOBALS = 2
+
+
+def assign_flat_size(max_ops: int, max_devices: int) -> int:
+    """``F``: length of the flat ``features`` vector (see the module table)."""
+    return max_ops * N_OP_COLUMNS + max_devices * N_DEVICE_COLUMNS + N_GLOBALS
+
+
+def assign_flat_space(max_ops: int, max_devices: int) -> spaces.Dict:
+    """The flat observation space: ``features`` ``(F,) float32`` in [0, 1], ``action_mask``
+    ``(max_ops * max_devices,) int8``."""
+    return spaces.Dict({
+        FEATURES_KEY: spaces.Box(0.0, 1.0, (assign_flat_size(max_ops, max_devices),), np.float32),
+        "action_mask": mask_space(max_ops * max_devices),
+    })
+
+
+def assign_flat_features(ctx: GraphContext, max_ops: int, max_devices: int) -> np.ndarray:
+    """``(F,) float32`` flat features of ``ctx`` (layout: the module table), every entry in [0, 1].
+
+    Args:
+        ctx: the instance (its unclipped ``op_features`` ``(n_ops, 5)`` and ``device_static`` ``(n_devices, 2)``).
+        max_ops, max_devices: padding sizes [count], at least ``ctx.n_ops`` and ``ctx.n_devices``.
+    """
+    out = np.zeros(assign_flat_size(max_ops, max_devices), np.float32)
+    ops = out[: max_ops * N_OP_COLUMNS].reshape(max_ops, N_OP_COLUMNS)
+    write_op_costs(ops[:, :N_OP_FEATURES], ctx.op_features)
+    ops[: ctx.n_ops, N_OP_FEATURES] = 1.0
+    start = max_ops * N_OP_COLUMNS
+    dev = out[start : start + max_devices * N_DEVICE_COLUMNS].reshape(max_devices, N_DEVICE_COLUMNS)
+    np.clip(ctx.device_static, 0.0, 1.0, out=dev[: ctx.n_devices, :N_DEVICE_STATIC], casting="unsafe")
+    dev[: ctx.n_devices, N_DEVICE_STATIC] = 1.0
+    out[-N_GLOBALS:] = (ctx.n_ops / max_ops if max_ops else 0.0, ctx.n_devices / max_devices)
+    return out
+
+
+def assign_action_mask(ctx: GraphContext | None, max_ops: int, max_devices: int) -> np.ndarray:
+    """``(max_ops * max_devices,) int8``: per op (row-major) 1 for the allowed devices (devices
+    ``< n_devices`` for a real op, device 0 for a padding op; device 0 for every op without ``ctx``)."""
+    mask = np.zeros((max_ops, max_devices), MASK_DTYPE)
+    if ctx is not None:
+        mask[: ctx.n_ops, : ctx.n_devices] = True
+        mask[ctx.n_ops :, 0] = True
+    else:
+        mask[:, 0] = True
+    return mask.reshape(-1)
 
 
 class AssignEnv(gym.Env):
@@ -47,10 +122,17 @@ class AssignEnv(gym.Env):
 
     ## Observation Space
 
-    The static part of ``Doppler-Sim-v0``'s observation (``op_features``, ``edge_index``,
-    ``edge_attr``, ``n_ops``, ``n_edges``, ``n_devices``, ``graph_id``; see
-    :mod:`doppler_gym.envs.observation`) plus ``device_static`` ``(max_devices, 2) float32``:
-    each device's speed / fastest speed and memory / largest memory (zeros for padding).
+    ``observation="graph"`` (default): the static part of ``Doppler-Sim-v0``'s observation
+    (``op_features``, ``edge_index``, ``edge_attr``, ``n_ops``, ``n_edges``, ``n_devices``, ``graph_id``;
+    see :mod:`doppler_gym.envs.observation`) plus ``device_static`` ``(max_devices, 2) float32``:
+    each device's speed / fastest speed and memory / largest memory (zeros for padding). It keeps the ids
+    and raw counts a GNN reads (``graph_id`` is up to 2**24), which saturate a plain MLP.
+
+    ``observation="flat"`` (for MLPs): ``{"features": (F,) float32 in [0, 1], "action_mask":
+    (max_ops * max_devices,) int8}``, ``F = 6 * max_ops + 3 * max_devices + 2``: per op the normalised costs
+    and a valid flag, per device ``device_static`` and a valid flag, then n_ops / max_ops and
+    n_devices / max_devices (layout: the module docstring's table). No ids; ``action_mask`` equals
+    :meth:`action_masks`.
 
     ## Rewards
 
@@ -75,7 +157,8 @@ class AssignEnv(gym.Env):
     ``graph``, ``topology``, ``sim_config``, ``reward``, ``max_ops``, ``max_edges``,
     ``max_devices``, ``invalid_penalty``, ``max_invalid_streak``, ``backend``, ``render_mode``: as in
     :meth:`PlacementEnv.default_config <doppler_gym.envs.placement.PlacementEnv.default_config>`;
-    ``invalid_action``: ``"raise"`` (default) or ``"penalize"``.
+    ``invalid_action``: ``"raise"`` (default) or ``"penalize"``; ``observation``: ``"graph"`` (default) or
+    ``"flat"``.
 
     ## Version History
 
@@ -98,8 +181,13 @@ class AssignEnv(gym.Env):
         invalid_action: str = "raise",
         invalid_penalty: float = -0.01,
         max_invalid_streak: int = 100,
+        observation: str = "graph",
     ) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"AssignEnv: observation must be one of {OBSERVATIONS} ('graph': the arrays a GNN "
+                             f"reads, 'flat': one vector in [0, 1] for an MLP), got {observation!r}")
+        self.observation_form = observation
         # what an action outside the space does (ValueError, or penalty and truncation)
         self.invalid_actions = InvalidActions(invalid_action, invalid_penalty, max_invalid_streak)
         self.render_mode = render_mode
@@ -109,9 +197,7 @@ class AssignEnv(gym.Env):
         self.max_ops = self._instances.max_ops
         self.max_edges = self._instances.max_edges
         self.max_devices = self._instances.max_devices
-        obs_spaces = static_spaces(self.max_ops, self.max_edges, self.max_devices)
-        obs_spaces["device_static"] = spaces.Box(0.0, 1.0, (self.max_devices, N_DEVICE_STATIC), np.float32)
-        self.observation_space = spaces.Dict(obs_spaces)
+        self.observation_space = self._observation_space()
         self.action_space = spaces.MultiDiscrete(np.full(self.max_ops, self.max_devices, dtype=np.int64))
         # per context: padded static observation and the b-level order (contexts are memoised)
         self._static: weakref.WeakKeyDictionary[GraphContext, tuple[dict, np.ndarray]]
@@ -132,11 +218,7 @@ class AssignEnv(gym.Env):
         graph, topology, config = ctx.graph, ctx.topology, ctx.config
         entry = self._static.get(ctx)
         if entry is None:
-            obs = static_observation(ctx, self.max_ops, self.max_edges)
-            dev = np.zeros((self.max_devices, N_DEVICE_STATIC), np.float32)
-            dev[: ctx.n_devices] = ctx.device_static
-            dev.setflags(write=False)
-            obs["device_static"] = dev
+            obs = self._static_observation(ctx)
             topo = topological_order(graph)
             rank = np.empty(graph.n_ops, np.int64)
             rank[topo] = np.arange(graph.n_ops)
@@ -199,19 +281,38 @@ class AssignEnv(gym.Env):
             self._done = True
         return self._observation(), reward, False, truncated, info
 
+    def _observation_space(self) -> spaces.Dict:
+        """The space of the chosen observation form."""
+        if self.observation_form == "flat":
+            return assign_flat_space(self.max_ops, self.max_devices)
+        obs_spaces = static_spaces(self.max_ops, self.max_edges, self.max_devices)
+        obs_spaces["device_static"] = spaces.Box(0.0, 1.0, (self.max_devices, N_DEVICE_STATIC), np.float32)
+        return spaces.Dict(obs_spaces)
+
+    def _static_observation(self, ctx: GraphContext) -> dict[str, np.ndarray]:
+        """Read-only observation arrays of ``ctx`` in the chosen form (the same every step of an episode)."""
+        if self.observation_form == "flat":
+            obs = {
+                FEATURES_KEY: assign_flat_features(ctx, self.max_ops, self.max_devices),
+                "action_mask": assign_action_mask(ctx, self.max_ops, self.max_devices),
+            }
+        else:
+            obs = static_observation(ctx, self.max_ops, self.max_edges)
+            dev = np.zeros((self.max_devices, N_DEVICE_STATIC), np.float32)
+            dev[: ctx.n_devices] = ctx.device_static
+            obs["device_static"] = dev
+        for arr in obs.values():
+            arr.setflags(write=False)
+        return obs
+
     def _observation(self) -> dict[str, np.ndarray]:
         """Fresh copies of the static arrays (callers may keep and modify them)."""
         return {k: v.copy() for k, v in self._obs.items()}
 
     def action_masks(self) -> np.ndarray:
-        """``(max_ops * max_devices,) bool``: per op (row-major), True for the allowed devices."""
-        mask = np.zeros((self.max_ops, self.max_devices), MASK_DTYPE)
-        if self._ctx is not None:
-            mask[: self._ctx.n_ops, : self._ctx.n_devices] = True
-            mask[self._ctx.n_ops :, 0] = True
-        else:
-            mask[:, 0] = True
-        return mask.reshape(-1)
+        """``(max_ops * max_devices,) int8``: per op (row-major), 1 for the allowed devices
+        (:func:`assign_action_mask`)."""
+        return assign_action_mask(self._ctx, self.max_ops, self.max_devices)
 
     @property
     def context(self) -> GraphContext | None:

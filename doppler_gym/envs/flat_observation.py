@@ -67,6 +67,17 @@ def normalised_op_costs(op_features: np.ndarray) -> np.ndarray:
     return (op_features / np.where(top > 0, top, 1.0)).astype(np.float32)
 
 
+def write_op_costs(out: np.ndarray, op_features: np.ndarray) -> np.ndarray:
+    """Fill ``out`` ``(max_ops, 5) float32`` with :func:`normalised_op_costs` of a graph's ``(n_ops, 5)``
+    ``op_features`` in its first ``n_ops`` rows and zeros below (the padding); returns ``out``."""
+    if op_features.shape[0] > out.shape[0]:
+        raise ValueError(f"write_op_costs: the graph has {op_features.shape[0]} ops but the buffer holds "
+                         f"max_ops={out.shape[0]}; build the observation with a larger max_ops")
+    out.fill(0.0)
+    out[: op_features.shape[0]] = normalised_op_costs(op_features)
+    return out
+
+
 def write_flat(
     out: np.ndarray,
     op_state: np.ndarray,
@@ -130,8 +141,7 @@ class FlatObservation:
 
     def set_costs(self, op_features: np.ndarray) -> None:
         """Use a new graph's ``(n_ops, 5)`` op features (the graph form's, before padding)."""
-        self.op_costs.fill(0.0)
-        self.op_costs[: op_features.shape[0]] = normalised_op_costs(op_features)
+        write_op_costs(self.op_costs, op_features)
 
     def observation(
         self, builder: object, n_ops: int, n_devices: int, partial_makespan: float, reference: float
