@@ -65,9 +65,9 @@ class TrainingLog(BaseCallback):
         self._record_seeds()  # the traces of the first reset
 
     def _record_seeds(self) -> None:
-        for env in self.training_env.envs:
-            if env.unwrapped.trace_seed is not None:
-                self.trace_seeds.add(int(env.unwrapped.trace_seed))
+        for seed in self.training_env.get_attr("trace_seed"):  # any SB3 VecEnv (DummyVecEnv, ClusterVecEnv)
+            if seed is not None:
+                self.trace_seeds.add(int(seed))
 
     def _on_step(self) -> bool:
         for info in self.locals.get("infos", []):

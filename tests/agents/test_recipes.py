@@ -147,17 +147,19 @@ def test_make_model_builds_the_files_hyperparameters():
         got = got(1.0) if callable(got) else got
         assert got == pytest.approx(value), key
     assert model.policy.net_arch == hp["policy_kwargs"].get("net_arch", model.policy.net_arch)
-    env = vec_env.envs[0].unwrapped
+    def env0(name: str):  # env 0's attribute, through SB3's VecEnv API (any vec_env kind)
+        return vec_env.get_attr(name, indices=[0])[0]
+
     kw = hp["env_kwargs"]
-    assert env.max_jobs == kw["max_jobs"] and env.known_durations == kw["known_durations"]
-    assert env.reward_name == kw["reward"] and env.reward_baseline == kw["reward_baseline"]
-    assert env.modes == (*kw["gpu_choices"], *(("share",) if kw["sharing"] else ()),
-                         *(("preempt",) if kw["preemption"] else ()))
-    assert env.n_jobs == int(kw["trace"].split(":")[1]) and env.resample_trace == kw["resample_trace"]
+    assert env0("max_jobs") == kw["max_jobs"] and env0("known_durations") == kw["known_durations"]
+    assert env0("reward_name") == kw["reward"] and env0("reward_baseline") == kw["reward_baseline"]
+    assert env0("modes") == (*kw["gpu_choices"], *(("share",) if kw["sharing"] else ()),
+                             *(("preempt",) if kw["preemption"] else ()))
+    assert env0("n_jobs") == int(kw["trace"].split(":")[1]) and env0("resample_trace") == kw["resample_trace"]
     # env_kwargs_overrides and n_envs replace the recipe's
     model, vec_env = make_model("maskable_ppo", CLUSTER, seed=0, env_kwargs_overrides={"trace": "generated:6"},
                                 n_envs=1)
-    assert vec_env.num_envs == 1 and vec_env.envs[0].unwrapped.n_jobs == 6
+    assert vec_env.num_envs == 1 and vec_env.get_attr("n_jobs") == [6]
 
 
 def test_make_model_seeds_the_envs_and_the_model():
@@ -165,7 +167,8 @@ def test_make_model_seeds_the_envs_and_the_model():
     b, vb = make_model("maskable_ppo", CLUSTER, seed=5, n_envs=2)
     oa, ob = va.reset(), vb.reset()
     assert all((oa[k] == ob[k]).all() for k in oa)
-    assert [e.unwrapped.trace_seed for e in va.envs] == [e.unwrapped.trace_seed for e in vb.envs]
-    assert va.envs[0].unwrapped.trace_seed != va.envs[1].unwrapped.trace_seed  # env i resets with seed + i
+    seeds = va.get_attr("trace_seed")
+    assert seeds == vb.get_attr("trace_seed")
+    assert seeds[0] != seeds[1]  # env i resets with seed + i
     for pa, pb in zip(a.policy.parameters(), b.policy.parameters()):
         assert torch.equal(pa, pb)
