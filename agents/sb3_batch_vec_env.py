@@ -12,6 +12,7 @@ attributes :meth:`get_attr` reads (:meth:`BatchVecEnv._attr_owner`).
 from __future__ import annotations
 
 import functools
+from abc import abstractmethod
 from typing import Any
 
 import gymnasium as gym
@@ -112,15 +113,15 @@ class BatchVecEnv(VecEnv):
         return [False] * len(list(self._get_indices(indices)))
 
     # ------------------------------------------------------------------ what a subclass says
+    @abstractmethod
     def _reset_envs(self, rows: np.ndarray, seeds: list[int | None],
                     options: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Reset the envs of ``rows`` in the core, env ``rows[j]`` with ``seeds[j]`` and ``options[j]`` (``{}``:
         none); returns the reset infos, in row order."""
-        raise NotImplementedError(f"{type(self).__name__} must define _reset_envs")
 
+    @abstractmethod
     def _attr_owner(self, i: int) -> object:
         """The object whose public attributes are env ``i``'s for :meth:`get_attr`."""
-        raise NotImplementedError(f"{type(self).__name__} must define _attr_owner")
 
     def _env_mask(self, i: int) -> np.ndarray:
         return self.core.action_masks()[i]

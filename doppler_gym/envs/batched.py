@@ -10,6 +10,7 @@ it takes (:meth:`BatchVectorEnv._check_options`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -80,7 +81,7 @@ def masked_rows(mask: object, num_envs: int, where: str) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
-class BatchVectorEnv(VectorEnv):
+class BatchVectorEnv(VectorEnv, ABC):
     """A ``gymnasium.vector.VectorEnv`` of the ``N`` envs of a batched core, with next-step autoreset.
 
     Args:
@@ -147,11 +148,11 @@ class BatchVectorEnv(VectorEnv):
     def _check_options(self, options: dict[str, Any]) -> None:
         """Refuse reset ``options`` (``reset_mask`` taken out) the envs do not take; by default all go through."""
 
+    @abstractmethod
     def _reset_envs(self, rows: np.ndarray, seeds: list[int | None], options: dict[str, Any] | None,
                     autoreset: bool) -> list[dict[str, Any]]:
         """Reset the envs of ``rows`` in the core (env ``rows[j]`` seeded with ``seeds[j]``, each given ``options``);
         ``autoreset``: called by :meth:`step` before it steps the others. Returns the reset infos, in row order."""
-        raise NotImplementedError(f"{type(self).__name__} must define _reset_envs")
 
     # ------------------------------------------------------------------ infos
     def _merge_infos(self, env_infos: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, Any]:

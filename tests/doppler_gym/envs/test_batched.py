@@ -28,11 +28,18 @@ class ScriptedCore:
         return {}
 
 
+class ScriptedVectorEnv(BatchVectorEnv):
+    """A :class:`BatchVectorEnv` over a :class:`ScriptedCore` (no env is ever reset here)."""
+
+    def _reset_envs(self, rows, seeds, options, autoreset):
+        return [{} for _ in rows]
+
+
 def merged(num_envs: int, env_infos: list[tuple[int, dict]]) -> dict:
     """The infos :meth:`BatchVectorEnv.step` returns when its core's step gives ``env_infos``."""
     core = ScriptedCore(num_envs)
     core.next_infos = dict(env_infos)
-    return BatchVectorEnv(core).step(np.zeros(num_envs, np.int64))[4]
+    return ScriptedVectorEnv(core).step(np.zeros(num_envs, np.int64))[4]
 
 
 class GymMerge(VectorEnv):
