@@ -298,6 +298,21 @@ def _episodes_past_checkpoint(out: Path) -> int:
     return sum(1 for r in rows if r["kind"] == "episode" and r["step"] > done)
 
 
+def _kill_between_checkpoints(proc: subprocess.Popen, out: Path, deadline_s: float) -> None:
+    """SIGKILL ``proc`` once two episode rows lie past its checkpoint. The process is stopped (SIGSTOP)
+    before the check that decides, so no checkpoint can be written between that check and the kill; a
+    cold start (Numba compiling in the subprocess on a loaded 2-core runner) gets ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        if _episodes_past_checkpoint(out) >= 2:
+            proc.send_signal(signal.SIGSTOP)
+            if _episodes_past_checkpoint(out) >= 2:
+                proc.send_signal(signal.SIGKILL)
+                return
+            proc.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+
+
 @pytest.mark.slow  # about 10 s warm; a subprocess that compiles Numba's kernels cold takes longer
 def test_sigkill_then_resume(tmp_path, capsys) -> None:
     """`doppler train` killed by SIGKILL between two checkpoints, then `--resume`: one row per step."""
@@ -307,16 +322,16 @@ def test_sigkill_then_resume(tmp_path, capsys) -> None:
              "--set", "checkpoints.every_updates=3", "--set", "evaluation.stop_at_bound=false",
              "--set", "evaluation.every_episodes=0"]
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "doppler_gym.cli.main", "train", *flags, "--episodes", "il=100000"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "train.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "doppler_gym.cli.main", "train", *flags,
+                                 "--episodes", "il=100000"], env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while _episodes_past_checkpoint(out) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
+        _kill_between_checkpoints(proc, out, deadline_s=600)
     finally:
-        proc.kill()  # no-op when the SIGKILL above was sent
+        proc.kill()  # no-op once the SIGKILL was sent
         proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"the run ended by itself (rc {proc.returncode}):\n{log.read_text()}"
     done = load_checkpoint(out)["progress"]["il"]["episodes"]
     assert _episodes_past_checkpoint(out) >= 2, "the run was not killed between two checkpoints"
     assert main(["train", *flags, "--episodes", f"il={done + 4}", "--resume"]) == 0
