@@ -33,7 +33,7 @@ TARGET = 10.0  # PlacementVectorEnv(64) steps/s over PlacementEnv's
 
 PARTS = {  # (file suffix, function) -> label of the breakdown
     ("kernel.py", "step_rows"): "state transitions and observation writes (Numba kernel)",
-    ("partial.py", "__call__"): "partial makespans (PartialMakespan, the 'incremental' reward)",
+    ("partial_incremental.py", "__call__"): "partial makespans (IncrementalPartialMakespan, the 'incremental' reward)",
     ("api.py", "simulate_batch"): "final runs (simulate_batch)",
     ("envs/batched.py", "observation"): "observation copies (copy_obs=True)",
 }
@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--graph", default="paper/ffnn", help="graph or workload name (default paper/ffnn)")
     parser.add_argument("--devices", type=int, default=4, help="device count (default 4)")
     parser.add_argument("--sizes", default="1,8,64", help="numbers of envs, comma separated (default 1,8,64)")
-    parser.add_argument("--steps", type=int, default=12_000, help="env steps per case and round (default 12,000)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="env steps per case and round (default: one whole episode of every env of the largest "
+                             "N, 2 n_ops steps each, so that every round covers whole episodes of every case)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each case keeps its best (default 3)")
     parser.add_argument("--threads", default="1",
                         help="Numba threads of the native env's simulator calls: a count, or 'tuned' (default 1)")
@@ -62,10 +64,12 @@ def main(argv: list[str] | None = None) -> None:
     common.start("bench_vector", args)
     sizes = [int(s) for s in args.sizes.split(",")]
     kwargs = {"graph": args.graph, "topology": args.devices}
+    n_ops = PlacementEnv(**kwargs).reset(seed=args.seed)[1]["n_ops"]
+    if args.steps is None:
+        args.steps = max(sizes) * 2 * n_ops
     print(f"{args.graph} on {args.devices} devices, default keywords (graph form, reward 'incremental'); "
           f"{args.steps:,} env steps per case and round, best of {args.rounds} rounds")
 
-    n_ops = PlacementEnv(**kwargs).reset(seed=args.seed)[1]["n_ops"]
     runs: dict[str, common.StepsRun] = {"PlacementEnv": common.random_env_run(PlacementEnv(**kwargs), args.seed)}
     width = {"PlacementEnv": 1}
     for n in sizes:

@@ -21,7 +21,7 @@ from doppler_gym.envs.stragglers_option import as_straggler_option, draw_straggl
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
 from doppler_gym.sim.estimate import EstimatedSchedule
-from doppler_gym.sim.partial import PartialMakespan
+from doppler_gym.sim.partial_incremental import IncrementalPartialMakespan
 from doppler_gym.sim.placement_state import PlacementState
 from doppler_gym.sim.stragglers import Straggler
 from doppler_gym.sim.trace import Trace
@@ -222,7 +222,7 @@ class PlacementEnv(gym.Env):
         self._ready = np.zeros(n, np.int8)  # (max_ops,) 1 = ready op (the SEL mask, padded)
         self._est_makespan = 0.0  # estimated makespan of the placement so far [reported unit]
         self._measured = 0.0  # the reward's partial makespan (reward.measure) so far [reported unit]
-        self._partial: PartialMakespan | None = None  # simulates the placed ops (the "simulated" measure)
+        self._partial: IncrementalPartialMakespan | None = None  # simulates the placed ops ("simulated" measure)
         self._partial_ctx: GraphContext | None = None
         self._done = True
 
@@ -451,23 +451,26 @@ class PlacementEnv(gym.Env):
         """The reward's partial makespan (``reward.measure``) of the ops placed so far [reported unit]."""
         if getattr(self.reward, "measure", "estimate") != "simulated":
             return self._est_makespan
-        return float(self._simulate_placed(self.observation_builder.op_device[: self._ctx.n_ops]))
+        return float(self._simulate_placed(self.observation_builder.op_device[: self._ctx.n_ops], episode=True))
 
-    def _simulate_placed(self, assignments: np.ndarray) -> np.ndarray | float:
-        """:class:`PartialMakespan` of ``(n_ops,)`` or ``(B, n_ops)`` assignments (-1 = unplaced), with the
-        SEL positions so far as priorities [reported unit]."""
+    def _simulate_placed(self, assignments: np.ndarray, episode: bool = False) -> np.ndarray | float:
+        """Partial makespans of ``(n_ops,)`` or ``(B, n_ops)`` assignments (-1 = unplaced), with the SEL positions so
+        far as priorities [reported unit]. ``episode``: the episode's own placement (one row), simulated against
+        the previous one by :class:`IncrementalPartialMakespan`; else every row whole (its ``PartialMakespan``)."""
         ctx = self._ctx
         if self._partial_ctx is not ctx:
-            self._partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+            self._partial = IncrementalPartialMakespan(ctx.graph, ctx.topology, ctx.config, n_slots=1)
             self._partial_ctx = ctx
-        if ctx.config.queue_order == "fifo":
-            return self._partial(assignments)
-        state = self._state
-        priorities = np.zeros(ctx.n_ops)
-        priorities[state.order] = np.arange(state.n_placed)
-        if state.selected >= 0:
-            priorities[state.selected] = state.n_placed
-        return self._partial(assignments, priorities)
+        priorities = None
+        if ctx.config.queue_order != "fifo":
+            state = self._state
+            priorities = np.zeros(ctx.n_ops)
+            priorities[state.order] = np.arange(state.n_placed)
+            if state.selected >= 0:
+                priorities[state.selected] = state.n_placed
+        if episode:
+            return self._partial(assignments, 0, priorities)
+        return self._partial.whole(assignments, priorities)
 
     def _increase_by_device(self, op: int) -> np.ndarray:
         """``(n_devices,)``: growth of the placed ops' simulated makespan with ``op`` placed on each device,

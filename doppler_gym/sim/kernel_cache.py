@@ -39,13 +39,14 @@ from doppler_gym.sim import (
     heap,
     list_kernel,
     packed_layout,
+    partial_incremental_kernel,
     partial_kernel,
     unsigned,
 )
 
 # Every module whose code or constants a kernel of another of them compiles in (a test checks this).
 KERNEL_MODULES = (unsigned, heap, packed_layout, finish_times, events, event_loop, list_kernel, dispatch,
-                  partial_kernel)
+                  partial_kernel, partial_incremental_kernel)
 DIGEST_FILE = "sim_kernels.sha256"  # beside the Numba cache of the kernels
 
 _lock = threading.Lock()

@@ -167,7 +167,7 @@ def induce(metas, sub_ints, sub_floats, assignment, priority):
 
 
 @njit(cache=True)
-def list_row(metas, sub_ints, sub_floats, assignment, list_ws):
+def list_row(metas, sub_ints, sub_floats, assignment, list_ws, start, end):
     """One row on the list kernel, without an induced problem: the full problem with each unplaced op's
     in-degree out of reach, so that it is never queued (an unplaced source neither), hence never requested;
     what the relaxations of placed producers write into its state is read for no placed op. For prefixes
@@ -180,6 +180,8 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws):
             scratch of ``sub_ints`` is written (the in-degrees and devices of the run).
         assignment: ``(n,) int32`` device of each op, negative for an unplaced one.
         list_ws: :func:`~doppler_gym.sim.list_kernel.alloc_list_workspace` for ``n`` ops.
+        start, end: out ``(n,) float64`` each op's start and end [internal units] (an unplaced op's entries are
+            left meaningless; not written with nothing placed), or empty arrays to skip them.
 
     Returns:
         The makespan [reported unit] (0 with nothing placed), ``BAD_DEVICE`` for a device ``>= D``, or
@@ -214,7 +216,7 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws):
     makespan = run_list(
         succ_ptr, succ_dst, succ_edge, ints[scratch : scratch + n], comp, size, inv_speed, pair_latency, pair_inv_bw,
         comp_row, segment(floats, meta, Meta.COMP_FACTOR_ROW, n), segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges),
-        meta[Meta.PLAIN] != 0, devices, n_dev, none, none, none, none, list_ws,
+        meta[Meta.PLAIN] != 0, devices, n_dev, start, end, none, none, list_ws,
     )
     if makespan < 0.0:
         return NOT_SERVED
@@ -254,11 +256,12 @@ def _rows(metas, sub_ints, sub_floats, assignments, priorities, makespans, first
     list_ws = alloc_list_workspace(n if use_list else 0, n_dev)
     ws = alloc_workspace(meta)  # the event loop's (a few kB: cheaper than deciding)
     times = np.empty(2 * n + 2 * meta[Meta.N_EDGES], np.float64)
+    none = times[0:0]
     failed = 0
     for b in range(first, assignments.shape[0], step):
         makespan = NOT_SERVED
         if use_list:
-            makespan = list_row(metas, sub_ints, sub_floats, assignments[b], list_ws)
+            makespan = list_row(metas, sub_ints, sub_floats, assignments[b], list_ws, none, none)
         if makespan == NOT_SERVED:
             m = induce(metas, sub_ints, sub_floats, assignments[b], priorities[b % priorities.shape[0]])
             if m < 0:

@@ -221,8 +221,8 @@ class PlacementBatch(BatchObservations):
         """The reward's partial makespan of the envs that placed a (not final) op."""
         st, g = self.state, self.graph
         if self._simulated:
-            with self._timed("partial", placed.size):
-                partial_makespans(self.tables, placed, g.op_device, st.position, st.measured)
+            partial_makespans(self.tables, placed, g.op_device, st.position, st.measured,
+                              lambda rows: self._timed("partial", rows))
         else:
             st.measured[placed] = st.est_makespan[placed]
 

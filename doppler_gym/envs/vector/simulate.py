@@ -1,26 +1,31 @@
-"""The simulator calls of a batched step: the partial makespans of the envs that placed an op, and the final
-runs of the envs that finished, each a batched call per instance.
+"""The simulator calls of a batched step: the partial makespans of the envs that placed an op, and the final runs of
+the envs that finished, each a batched call per instance.
 
 Envs on one instance (graph, topology, config: the main case, all of them) share one call:
-:class:`~doppler_gym.sim.partial.PartialMakespan` over ``(B, n_ops)`` assignments (one
-:func:`~doppler_gym.sim.dispatch.run_many` call), and :func:`~doppler_gym.sim.api.simulate_batch` for the
-final runs. Each equals the single env's per-env call: the same kernels on the same numbers. Under a
-config with jitter, :func:`~doppler_gym.simulate` draws the factors of row 0 for every run where
-``simulate_batch`` draws one row per assignment, so the final runs there go one by one through
+:class:`~doppler_gym.sim.partial_incremental.IncrementalPartialMakespan` over ``(B, n_ops)`` assignments, one slot
+per env (its ``PartialMakespan`` for the lookahead's candidate rows), and
+:func:`~doppler_gym.sim.api.simulate_batch` for the final runs. Each equals the single env's per-env call: the same
+kernels on the same numbers. Under a config with jitter, :func:`~doppler_gym.simulate` draws the factors of row 0
+for every run where ``simulate_batch`` draws one row per assignment, so the final runs there go one by one through
 ``simulate``, as the single env's backend does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 import numpy as np
 
 from doppler_gym.envs.vector.tables import InstanceData, InstanceTables
 from doppler_gym.sim.api import simulate, simulate_batch
-from doppler_gym.sim.partial import PartialMakespan
+from doppler_gym.sim.partial_incremental import IncrementalPartialMakespan
 
 
 def group_rows(tables: InstanceTables, rows: np.ndarray) -> list[tuple[InstanceData, np.ndarray]]:
     """``rows`` (env indices) grouped by the instance each env places now, in first-seen order."""
+    if tables.shared is not None:
+        return [(tables.shared, rows)]
     data = tables.data
     first = data[rows[0]]
     if all(data[i] is first for i in rows.tolist()):
@@ -32,7 +37,8 @@ def group_rows(tables: InstanceTables, rows: np.ndarray) -> list[tuple[InstanceD
 
 
 def partial_makespans(
-    tables: InstanceTables, rows: np.ndarray, op_device: np.ndarray, position: np.ndarray, out: np.ndarray
+    tables: InstanceTables, rows: np.ndarray, op_device: np.ndarray, position: np.ndarray, out: np.ndarray,
+    timed: Callable[[int], AbstractContextManager] = lambda rows: nullcontext(),
 ) -> None:
     """``out[rows]`` = the simulated makespan of each env's placed ops [reported unit] (the ``"simulated"``
     measure of :mod:`doppler_gym.envs.rewards`).
@@ -44,17 +50,17 @@ def partial_makespans(
         position: ``(N, max_ops) float64`` SEL position of each placed op (the priorities of the partial run
             under ``queue_order`` ``"priority"``/``"fixed"``).
         out: ``(N,) float64``, written at ``rows``.
+        timed: the context of a call of ``k`` rows that may run on several threads (an instance whose rows run
+            whole, :class:`~doppler_gym.sim.partial.PartialMakespan`'s parallel path); the incremental calls are
+            serial and run without it.
     """
     for data, group in group_rows(tables, rows):
         ctx = data.ctx
-        if data.partial is None:
-            data.partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+        partial = _partial_of(data, op_device.shape[0])
         n = ctx.n_ops
         assign = op_device[group, :n]
-        if ctx.config.queue_order == "fifo":
-            out[group] = data.partial(assign)
-        else:
-            out[group] = data.partial(assign, position[group, :n])
+        with nullcontext() if partial.incremental else timed(group.size):
+            out[group] = partial(assign, group, None if ctx.config.queue_order == "fifo" else position[group, :n])
 
 
 def final_makespans(
@@ -95,8 +101,7 @@ def lookahead_increase(
     """
     for data, group in group_rows(tables, rows):
         ctx = data.ctx
-        if data.partial is None:
-            data.partial = PartialMakespan(ctx.graph, ctx.topology, ctx.config)
+        whole = _partial_of(data, op_device.shape[0]).whole
         n, d, k = ctx.n_ops, ctx.n_devices, group.size
         current = op_device[group, :n]
         sel = selected[group]
@@ -115,8 +120,16 @@ def lookahead_increase(
             prios.append(prio[simulate_now])
         assign_all = np.concatenate(assign)
         if ctx.config.queue_order == "fifo":
-            makespans = data.partial(assign_all)
+            makespans = whole(assign_all)
         else:
-            makespans = data.partial(assign_all, np.concatenate(prios))
+            makespans = whole(assign_all, np.concatenate(prios))
         now[simulate_now] = makespans[k * d :]
         out[group, :d] = (makespans[: k * d].reshape(k, d) - now[:, None]) / data.reference
+
+
+def _partial_of(data: InstanceData, num_envs: int) -> IncrementalPartialMakespan:
+    """The instance's partial makespans, one slot per env of the batch (built on first use)."""
+    if data.partial is None or data.partial.n_slots != num_envs:
+        ctx = data.ctx
+        data.partial = IncrementalPartialMakespan(ctx.graph, ctx.topology, ctx.config, n_slots=num_envs)
+    return data.partial

@@ -30,8 +30,8 @@ class InstanceData:
         static_obs: the graph form's padded static arrays (:func:`~doppler_gym.envs.observation.static_observation`).
         op_costs: ``(max_ops, 5) float32`` the flat form's normalised op costs, zero padded.
         reference: the rewards' reference makespan (``reference_makespan``, or 1 where it is 0) [reported unit].
-        partial: the context's :class:`~doppler_gym.sim.partial.PartialMakespan`, built on first use
-            (by :mod:`doppler_gym.envs.vector.simulate`).
+        partial: the context's :class:`~doppler_gym.sim.partial_incremental.IncrementalPartialMakespan` (one slot
+            per env), built on first use (by :mod:`doppler_gym.envs.vector.simulate`).
     """
 
     def __init__(self, ctx: GraphContext, max_ops: int, max_edges: int) -> None:
@@ -60,6 +60,7 @@ class InstanceTables:
         time_divisor: ``(N,) float64`` internal / reported time.
         reference: ``(N,) float64`` the rewards' reference makespan [reported unit].
         data: ``N`` entries, the :class:`InstanceData` of each env's current instance (``None`` before its first).
+        shared: the :class:`InstanceData` every env holds, or ``None`` when they differ.
     """
 
     def __init__(self, num_envs: int, max_ops: int, max_edges: int, max_devices: int) -> None:
@@ -81,6 +82,7 @@ class InstanceTables:
         self.time_divisor = np.ones(b)
         self.reference = np.ones(b)
         self.data: list[InstanceData | None] = [None] * b
+        self.shared: InstanceData | None = None
         self._cache: OrderedDict[int, InstanceData] = OrderedDict()
 
     def instance(self, ctx: GraphContext) -> InstanceData:
@@ -131,4 +133,5 @@ class InstanceTables:
         self.time_divisor[i] = ctx.time_divisor
         self.reference[i] = data.reference
         self.data[i] = data
+        self.shared = data if all(x is data for x in self.data) else None
         return True
