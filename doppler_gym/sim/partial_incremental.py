@@ -59,27 +59,36 @@ class IncrementalPartialMakespan:
         self._state = (np.full((s, n), -1, np.int32), np.zeros(s, np.bool_), np.zeros((s, n)),
                        np.zeros((s, d + 1), np.int64), np.zeros((s, n)), np.zeros((s, n)), np.zeros(s))
         self._scratch = np.empty(n)
+        self._one_slot = np.zeros(1, np.int64)
 
     def __call__(self, assignments: np.ndarray, slots: np.ndarray | int,
                  priorities: np.ndarray | None = None) -> np.ndarray | float:
         if not self.incremental:
             return self.whole(assignments, priorities)
-        assign = np.asarray(assignments)
+        assign = assignments if type(assignments) is np.ndarray else np.asarray(assignments)
         single = assign.ndim == 1
         if assign.ndim not in (1, 2) or assign.shape[-1] != self._n_ops:
             raise ValueError(f"IncrementalPartialMakespan: assignments must have {self._n_ops} columns (one per op), "
                              f"got shape {np.shape(assignments)}")
-        assign = np.maximum(assign.reshape(-1, self._n_ops), -1).astype(np.int32, order="C")
-        slot = np.asarray(slots, dtype=np.int64).reshape(-1)
-        if slot.shape[0] != assign.shape[0] or slot.min() < 0 or slot.max() >= self.n_slots:
-            raise ValueError(f"IncrementalPartialMakespan: slots must be {assign.shape[0]} ints in "
-                             f"[0, {self.n_slots}), got {np.asarray(slots).tolist()}")
+        assign = assign.astype(np.int32, order="C").reshape(-1, self._n_ops)  # (any negative: unplaced)
+        slot = self._slot_rows(slots, assign.shape[0])
         out = np.empty(assign.shape[0])
         self.whole_runs += incremental_rows(*self._buffers, self._tables, assign, slot, self._state, self._scratch, out)
-        others = np.flatnonzero(out < 0.0)
-        if others.size:  # a bad device (PartialMakespan says which) or an op of zero duration (the event loop's)
+        if out.min() < 0.0:  # a bad device (PartialMakespan says which) or an op of zero duration (the event loop's)
+            others = np.flatnonzero(out < 0.0)
             out[others] = self.whole(assign[others])
         return float(out[0]) if single else out
+
+    def _slot_rows(self, slots: np.ndarray | int, rows: int) -> np.ndarray:
+        """``(rows,) int64`` slots, checked to lie in ``[0, S)``."""
+        if isinstance(slots, (int, np.integer)) and rows == 1 and 0 <= slots < self.n_slots:
+            self._one_slot[0] = slots
+            return self._one_slot
+        slot = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if slot.shape[0] != rows or slot.min() < 0 or slot.max() >= self.n_slots:
+            raise ValueError(f"IncrementalPartialMakespan: slots must be {rows} ints in [0, {self.n_slots}), "
+                             f"got {np.asarray(slots).tolist()}")
+        return slot
 
     def forget(self, slots: np.ndarray | int | None = None) -> None:
         """Drop the kept rows of ``slots`` (all when None): their next rows run whole. Never needed for correct

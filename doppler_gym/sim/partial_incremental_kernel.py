@@ -90,10 +90,10 @@ def _ready_time(w, d, row, ends, tables):
 @njit(cache=True)
 def _changed_op(row, cached):
     """The one op whose entry differs between ``row`` and ``cached``, newly placed; -1 for none, -2 for another
-    change (more ops, or a placed op moved or removed)."""
+    change (more ops, or a placed op moved or removed). Any negative entry means unplaced."""
     w = -1
     for o in range(row.shape[0]):
-        if row[o] != cached[o]:
+        if row[o] != cached[o] and (row[o] >= 0 or cached[o] >= 0):
             if w >= 0 or cached[o] >= 0:
                 return -2
             w = o
@@ -175,7 +175,7 @@ def incremental_rows(metas, sub_ints, sub_floats, tables, assignments, slots, st
         metas, sub_ints, sub_floats: :func:`~doppler_gym.sim.partial_kernel.alloc_subproblem`'s buffers of a
             problem the list kernel serves (``n`` ops, ``D`` devices); the scratch of ``sub_ints`` is written.
         tables: the static tables of the module docstring.
-        assignments: ``(B, n) int32`` device of each op, -1 for an unplaced one (no other negative value).
+        assignments: ``(B, n) int32`` device of each op, negative for an unplaced one.
         slots: ``(B,) int64`` the slot of each row, in ``[0, S)``; rows of one slot are taken in order.
         state: ``(cache, valid, ends, seg_ptr, seg_ready, seg_end, span)`` (module docstring), updated.
         scratch: ``(n,) float64`` (the whole run's start times, not read).
