@@ -20,6 +20,8 @@ CASES = {
     "paper/chainmm 8 dev (reference)": ("paper/chainmm", dg.Topology.uniform(8), REF),
     "ffnn on p100x4, FIFO links (whole runs)": ("ffnn", dg.Topology.preset("p100x4"), dg.SimConfig(link_model="fifo")),
     "llama-layer on h100x8 (roofline, list kernel)": ("llama-layer", dg.Topology.preset("h100x8-nvswitch"), None),
+    "ffnn on dc2-wan (roofline, per-pair links)": ("ffnn", dg.Topology.preset("dc2-wan"), None),
+    "ffnn on h100x16-2node (roofline, per-pair links)": ("ffnn", dg.Topology.preset("h100x16-2node"), None),
 }
 
 
