@@ -4,9 +4,9 @@ GPUs are handed out to elastic jobs.
 :class:`~doppler_gym.cluster.simulation.ClusterSimulation` applies what these return (it preempts and
 starts the jobs); they read only the arrays and callables they are given.
 
-- :func:`greedy_prefix`: on one GPU type, the jobs of an order admitted greedily (each job that fits the
-  GPUs left, in order), in NumPy, reading only the part of the order it needs.
-- :func:`first_fitting`: the next job of an order that fits a number of GPUs (chunked search).
+- :func:`greedy_changes`: on one GPU type, the jobs of an order admitted greedily (each job that fits the
+  GPUs left, in order), compiled, as the jobs to suspend and the jobs to start; it reads only the part of the
+  order it needs.
 - :func:`grow`: the spare GPUs of each type, one at a time, to the admitted job that gains most from one more.
 """
 
@@ -16,38 +16,42 @@ import heapq
 from collections.abc import Callable
 
 import numpy as np
+from numba import njit
 
 
-def greedy_prefix(jobs: np.ndarray, need: np.ndarray, n_gpus: int) -> np.ndarray:
-    """The jobs of the order ``jobs`` (``(k,) int64`` job indices) admitted greedily on ``n_gpus`` GPUs: in
-    order, each job whose ``need`` (``(n,) int64`` GPUs per job, each >= 1) fits the GPUs left. ``(m,) int64``,
-    in order. The prefix that fits is taken at once (a cumulative sum over the first ``n_gpus + 1`` jobs only:
-    every job needs a GPU at least), then each later job that fits (:func:`first_fitting`)."""
-    total = np.cumsum(need[jobs[:n_gpus + 1]])
-    pos = int(np.searchsorted(total, n_gpus, side="right"))  # jobs[:pos] fit, in order
-    chosen = [jobs[:pos]]
-    left = n_gpus - (int(total[pos - 1]) if pos else 0)
-    while left > 0 and pos < len(jobs):
-        pos = first_fitting(need, jobs, pos, left)
-        if pos < 0:
+@njit(cache=True)
+def greedy_changes(order, need, n_gpus, running, is_running, scratch):
+    """The greedy admission on ``n_gpus`` GPUs of one type (in order, each job whose ``need`` fits the GPUs left),
+    as changes: ``(start, stop)``, the admitted jobs not running (``(a,) int64``, in ``order``) and the running jobs not
+    admitted (``(b,) int64``, in ``running``'s order). ``order``: ``(k,) int64`` job indices; ``need``:
+    ``(n,) int64`` GPUs per job (each >= 1); ``running``: ``(r,) int64`` the running jobs; ``is_running``:
+    ``(n,) bool``; ``scratch``: ``(n,) bool``, all False on entry and on return. Reads the order up to the job
+    that fills the last GPU (or to its end)."""
+    admitted = np.empty(min(order.size, n_gpus), dtype=np.int64)
+    m, left = 0, n_gpus
+    for j in order:
+        if left == 0:
             break
-        chosen.append(jobs[pos:pos + 1])
-        left -= int(need[jobs[pos]])
-        pos += 1
-    return np.concatenate(chosen)
-
-
-def first_fitting(need: np.ndarray, jobs: np.ndarray, pos: int, left: int, chunk: int = 256) -> int:
-    """The first position ``p >= pos`` of ``jobs`` (``(k,) int64``) with ``need[jobs[p]] <= left`` (``need``:
-    ``(n,)`` GPUs per job), or -1; searched in chunks that double from ``chunk``, so a job found near ``pos``
-    costs O(distance), not O(k)."""
-    while pos < len(jobs):
-        fits = np.flatnonzero(need[jobs[pos:pos + chunk]] <= left)
-        if fits.size:
-            return pos + int(fits[0])
-        pos += chunk
-        chunk *= 2
-    return -1
+        if need[j] <= left:
+            admitted[m] = j
+            m += 1
+            left -= need[j]
+            scratch[j] = True
+    start = np.empty(m, dtype=np.int64)
+    a = 0
+    for p in range(m):
+        if not is_running[admitted[p]]:
+            start[a] = admitted[p]
+            a += 1
+    stop = np.empty(running.size, dtype=np.int64)
+    b = 0
+    for j in running:
+        if not scratch[j]:
+            stop[b] = j
+            b += 1
+    for p in range(m):
+        scratch[admitted[p]] = False
+    return start[:a], stop[:b]
 
 
 def grow(placed: dict[int, str], size: dict[int, int], room: dict[str, int],

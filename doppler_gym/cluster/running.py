@@ -4,28 +4,46 @@ Every loop step of the engine reads the running jobs' work, GPUs held and speed 
 the advance of the clock, the completion test). Those change only when a job starts or leaves its GPUs,
 or when speeds are refreshed, so :class:`RunningBlock` gathers them once per such change instead of
 once per step; the engine drops the block at a start or release and refreshes its speeds after
-``_refresh_speeds``.
+``_refresh_speeds``. After a batched admission it builds the block from the change (the running jobs merged
+with those started, less those suspended), and after completions it keeps the block less the completed jobs
+(:meth:`RunningBlock.without`), instead of finding the running jobs again.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from doppler_gym.cluster.step_kernels import gather_running
+
 EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
 
 
 class RunningBlock:
-    """The running jobs ``idx`` (``(k,) int64``, ascending) and, gathered from the engine's ``(n,)`` arrays:
+    """The running jobs ``idx`` (``(k,) int64``, ascending) and, gathered from the engine's ``(n,)`` arrays (given
+    already gathered, ``(k,)``, with ``gathered=True``):
     ``work`` [solo s] ``(k,) float64``, ``gpus`` ``(k,) int64`` held, ``speed`` ``(k,) float64`` (solo s per s),
     and ``done_at`` ``(k,) float64`` [solo s]: the progress at which each counts as complete
     (``work x (1 - 1e-12) - EPS``)."""
 
-    def __init__(self, idx: np.ndarray, work: np.ndarray, gpus_held: np.ndarray, speed: np.ndarray) -> None:
+    def __init__(self, idx: np.ndarray, work: np.ndarray, gpus_held: np.ndarray, speed: np.ndarray,
+                 gathered: bool = False) -> None:
         self.idx = idx
-        self.work = work[idx]
-        self.gpus = gpus_held[idx]
-        self.speed = speed[idx]
+        self.work, self.gpus, self.speed = (work, gpus_held, speed) if gathered else (
+            work[idx], gpus_held[idx], speed[idx])
         self.done_at = self.work * (1 - 1e-12) - EPS
+
+    @classmethod
+    def gather(cls, running: np.ndarray, lo: int, hi: int, work: np.ndarray, gpus_held: np.ndarray,
+               speed: np.ndarray) -> RunningBlock:
+        """The block of the jobs ``j`` in ``[lo, hi)`` with ``running[j]`` (``(n,) bool``), gathered from the
+        ``(n,)`` arrays in one compiled pass (:func:`~doppler_gym.cluster.step_kernels.gather_running`)."""
+        return cls(*gather_running(running, lo, hi, work, gpus_held, speed), gathered=True)
+
+    def without(self, gone: np.ndarray) -> RunningBlock:
+        """The block less the jobs at the positions where ``gone`` (``(k,) bool``) is true (the same values as
+        gathering the rest again, as long as no remaining job's work, GPUs or speed changed)."""
+        keep = ~gone
+        return RunningBlock(self.idx[keep], self.work[keep], self.gpus[keep], self.speed[keep], gathered=True)
 
     @property
     def size(self) -> int:

@@ -55,8 +55,8 @@ import numpy as np
 from doppler_gym.cluster import bandwidth as bw
 from doppler_gym.cluster import failures as fl
 from doppler_gym.cluster import placement as pl
-from doppler_gym.cluster.admission import first_fitting as _first_fitting  # noqa: F401 (re-exported: tests use it)
-from doppler_gym.cluster.admission import greedy_prefix, grow
+from doppler_gym.cluster import step_kernels as sk
+from doppler_gym.cluster.admission import greedy_changes, grow
 from doppler_gym.cluster.allocation_check import check_allocation
 from doppler_gym.cluster.events import ARRIVAL, FAILURE, RESTART, RESUME, ROUND, SLOW_END, SLOW_START, EventQueue
 from doppler_gym.cluster.gpu_pool import GpuPool
@@ -248,6 +248,9 @@ class ClusterSimulation:
         self.job_gpu_type: list[str | None] = [None] * n
         # job -> (GPUs, their types, iter_time, work, cross-node bytes) of its last start (_set_iteration_time)
         self._timeline: dict[int, tuple[int, frozenset[str], float, float, float]] = {}
+        # the same GPUs and cross-node bytes as arrays (0 GPUs: no start yet), for the batched starts on one type
+        self._last_gpus = np.zeros(n, dtype=np.int64)  # (n,)
+        self._last_cross = np.zeros(n)  # (n,) [B]
         # (job, GPUs) -> types, fastest first; (job, -GPUs) -> GPUs of the largest of those types
         self._ranking: dict[tuple[int, int], tuple[str, ...] | int] = {}
 
@@ -513,8 +516,7 @@ class ClusterSimulation:
         its speeds are gathered again after :meth:`_refresh_speeds`)."""
         if self._block is None:
             lo, hi = self._window()
-            idx = np.flatnonzero(self._running_mask[lo:hi]) + lo
-            self._block = RunningBlock(idx, self.work, self.gpus_held, self.speed)
+            self._block = RunningBlock.gather(self._running_mask, lo, hi, self.work, self.gpus_held, self.speed)
         return self._block
 
     # -- time between events -------------------------------------------------------------------------
@@ -522,9 +524,7 @@ class ClusterSimulation:
         """[s] of the next completion or queued event; ``block``: the running jobs."""
         t_done = math.inf
         if block.size:
-            with np.errstate(divide="ignore"):
-                ends = self.now + (block.work - self.progress[block.idx]) / block.speed
-            t_done = float(ends.min())
+            t_done = float(sk.earliest_end(self.now, block.idx, block.work, self.progress, block.speed))
         t_next = min(t_done, self._events.next_time())
         if not math.isfinite(t_next):
             raise ClusterRunError(f"cluster simulation stalled at t={self.now:.1f} s with "
@@ -533,15 +533,13 @@ class ClusterSimulation:
 
     def _advance_to(self, t_next: float, block: RunningBlock) -> np.ndarray | None:
         """Move the clock to ``t_next`` [s]: the running jobs (``block``) progress at their speeds, the accounts
-        grow. Returns their new progress (``(k,) float64`` [solo s]) when it moved, else ``None``."""
+        grow (one compiled pass, :func:`~doppler_gym.cluster.step_kernels.advance`). Returns their new progress
+        (``(k,) float64`` [solo s]) when it moved, else ``None``."""
         dt = t_next - self.now
         progress = None
         if dt > 0 and block.size:
-            running, speed, gpus_held = block.idx, block.speed, block.gpus
-            progress = self.progress[running] + speed * dt
-            self.progress[running] = progress
-            self.attained[running] += gpus_held * dt
-            self.held[running] += dt
+            speed, gpus_held = block.speed, block.gpus
+            progress = sk.advance(block.idx, speed, gpus_held, dt, self.progress, self.attained, self.held)
             self.busy_gpu_s += self.pool.n_busy * dt  # GPUs busy since the last event
             self.work_gpu_s += float(speed @ gpus_held) * dt
         self.now = t_next
@@ -556,13 +554,10 @@ class ClusterSimulation:
         running = block.idx
         if progress is None:
             progress = self.progress[running]
-        left = block.work - progress  # [solo s]
-        done = progress >= block.done_at
-        with np.errstate(divide="ignore"):
-            unresolved = ~done & (block.speed > 0) & (self.now + left / block.speed <= self.now)
+        at, unresolved = sk.finished(self.now, progress, block.done_at, block.work, block.speed)  # (positions)
         for i in running[unresolved].tolist():
             self._check_resolution(i)
-        finished = running[done | unresolved]
+        finished = running[at]
         for i in finished.tolist():
             self.progress[i] = self.work[i]
             self._release(i)  # a partner's solo speed is restored by the decision's _refresh_speeds()
@@ -570,6 +565,10 @@ class ClusterSimulation:
             self._remaining[i] = 0.0
             self.completion[i] = self.now
             self.n_done += 1
+        if finished.size:
+            gone = np.zeros(block.size, dtype=bool)
+            gone[at] = True
+            self._block = block.without(gone)  # (the rest keep their work, GPUs and speeds)
         return bool(finished.size)
 
     def _check_resolution(self, i: int) -> None:
@@ -695,6 +694,60 @@ class ClusterSimulation:
         self.suspended[i] = True
         self.stall_end[i] = 0.0
 
+    def _preempt_many(self, jobs: np.ndarray) -> None:
+        """:meth:`_preempt` for each running job of ``jobs`` (``(m,) int64``): with no GPU shared, the GPUs of all
+        in one :meth:`GpuPool.release_many <doppler_gym.cluster.gpu_pool.GpuPool.release_many>` call and the
+        per-job arrays set at once (the state after the preemptions does not depend on their order)."""
+        if not jobs.size:
+            return
+        if self.pool.n_shared:
+            for i in jobs.tolist():
+                self._preempt(i)
+            return
+        jobs_list, alloc, job_gpu_type = jobs.tolist(), self.alloc, self.job_gpu_type
+        self._block = None
+        self.pool.release_many([alloc[i] for i in jobs_list])
+        for i in jobs_list:
+            alloc[i] = []
+            job_gpu_type[i] = None
+        sk.mark_suspended(jobs, WAITING, self.gpus_held, self.status, self._running_mask, self.speed, self.suspended,
+                          self.stall_end)
+
+    def _start_many(self, jobs: np.ndarray) -> None:
+        """On a cluster of one GPU type: start the waiting jobs ``jobs`` (``(m,) int64``) on their requested GPUs,
+        packed one after another (:meth:`GpuPool.take_packed_many
+        <doppler_gym.cluster.gpu_pool.GpuPool.take_packed_many>`): the same state and events as
+        ``_start(i, pool.pack(requested[i], type))`` per job in that order."""
+        if not jobs.size:
+            return
+        jobs_list, t = jobs.tolist(), self.gpu_types[0]
+        taken, spans = self.pool.take_packed_many(jobs_list, self.requested[jobs], t)
+        self._block = None
+        alloc, job_gpu_type = self.alloc, self.job_gpu_type
+        for i, gpus in zip(jobs_list, taken):
+            alloc[i] = gpus
+            job_gpu_type[i] = t
+        self._pace_dirty.update(jobs_list)
+        if self.preemption_cost > 0:
+            for i in jobs[self.suspended[jobs]].tolist():  # (in order: the RESUME events queue as per job)
+                self.stall_end[i] = self.now + self.preemption_cost
+                self._events.push(self.stall_end[i], RESUME, i)
+        # speed 1: _refresh_speeds() sets the restoring ones
+        sk.mark_started(jobs, self.requested, self.now, RUNNING, self.gpus_held, self.status, self._running_mask,
+                        self.speed, self.first_start, self.suspended)
+        self._set_iteration_times(jobs, spans)
+
+    def _set_iteration_times(self, jobs: np.ndarray, spans: list[bool]) -> None:
+        """:meth:`_set_iteration_time` for the jobs ``jobs`` (``(m,) int64``) just started on their requested GPUs
+        of the cluster's one type (``spans``: whether each one's GPUs span nodes). A restart on as many GPUs as
+        its last start only sets the cross-node bytes (the timeline's record, read from ``_last_gpus`` and
+        ``_last_cross`` at once); the others go through :meth:`_set_iteration_time`."""
+        same = self._last_gpus[jobs] == self.requested[jobs]
+        again = jobs[same]
+        self.cross_bytes[again] = np.where(np.asarray(spans, dtype=bool)[same], self._last_cross[again], 0.0)
+        for i, spans_nodes in zip(jobs[~same].tolist(), np.asarray(spans, dtype=bool)[~same].tolist()):
+            self._set_iteration_time(i, spans_nodes)
+
     def _set_iteration_time(self, i: int, spans_nodes: bool) -> None:
         """Iteration time [s] on job ``i``'s current GPUs (its slowest type); rescales its timeline if it changed.
         ``spans_nodes``: its GPUs are on more than one node (then its cross-node bytes count).
@@ -724,11 +777,12 @@ class ClusterSimulation:
         cross = times.cross_bytes(job, slowest, k)
         self.cross_bytes[i] = cross if spans_nodes else 0.0
         self._timeline[i] = (k, types, t, self.work[i], cross)
+        self._last_gpus[i], self._last_cross[i] = k, cross
 
     def _shared_gpus(self, i: int) -> list[int] | None:
         """A GPU holding one single-GPU job that waiting single-GPU job ``i`` may share
         (:func:`placement.shared`), on its fastest type that has one, or ``None``."""
-        if self.requested[i] != 1 or not self.pool.lone:
+        if self.requested[i] != 1 or not self.pool.n_lone:
             return None
         for t in self.type_ranking(i):
             got = pl.shared(self.job_types[i], 1, self.occupants, self.job_types, self.gpu_type, self.interference,
@@ -838,21 +892,18 @@ class ClusterSimulation:
         return len(self.gpu_types) == 1 and not self.scheduler.elastic
 
     def _admit_prefix_one_type(self, order: list[int] | np.ndarray) -> None:
-        """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic), in NumPy: the prefix of ``order`` whose
-        GPUs add up to at most the cluster's is admitted at once, then each later job that fits the GPUs left, in
-        order (:func:`~doppler_gym.cluster.admission.greedy_prefix`); the same decisions as the loop, reading only
-        the part of the order it needs."""
-        admitted = greedy_prefix(np.asarray(order, dtype=np.int64), self.requested, self.n_gpus)
-        keep = self._admitted  # all False between calls
-        keep[admitted] = True
+        """:meth:`_admit_prefix` on a cluster of one GPU type (not elastic): each job of ``order`` that fits the
+        GPUs left, in order (:func:`~doppler_gym.cluster.admission.greedy_changes`, compiled, reading the order
+        up to the job that fills the last GPU); the running jobs left out are suspended, then the admitted
+        waiting ones started packed one after another, each set in one batch (:meth:`_preempt_many`,
+        :meth:`_start_many`): the same decisions and state as the per-job loop."""
         running = self._running_jobs()
-        out = running[~keep[running]].tolist()
-        keep[admitted] = False
-        for i in out:
-            self._preempt(i)
-        t = self.gpu_types[0]
-        for i in admitted[~self._running_mask[admitted]].tolist():
-            self._start(i, self.pool.pack(self._need[i], t))
+        start, stop = greedy_changes(np.asarray(order, dtype=np.int64), self.requested, self.n_gpus, running,
+                                     self._running_mask, self._admitted)
+        self._preempt_many(stop)
+        self._start_many(start)
+        if start.size or stop.size:  # the running jobs now, without a pass over the window
+            self._block = RunningBlock(sk.merge_running(running, stop, start), self.work, self.gpus_held, self.speed)
 
     def _keeps_span(self, i: int, room: dict[str, int]) -> bool:
         """Running job ``i`` spans types and ``room`` still holds its GPUs of each type (then they are booked)."""
@@ -938,7 +989,7 @@ class ClusterSimulation:
         """Start the jobs of ``waiting`` on GPUs they may share, in order, where there are such GPUs."""
         failed: set[tuple[str, tuple[str, ...]]] = set()  # (job type, type ranking) with no GPU to share
         for i in waiting:
-            if not self.pool.lone:
+            if not self.pool.n_lone:
                 return  # no GPU holds a lone single-GPU job (and a start does not make one)
             key = (self.job_types[i], self.type_ranking(i))
             if key in failed:

@@ -3,9 +3,9 @@
 - the view's lazily built ``active`` / ``remaining`` and its live status masks against the same values
   recomputed from the engine's ``status`` at every decision point;
 - the schedulers' ``order_array`` against their ``order`` lists, and :func:`array_order`'s choice;
-- the preemptive admission on one GPU type (prefix sums over the head of the order, a chunked search
-  for the jobs that fill the rest) against the greedy loop written out in Python;
-- the small helpers (:func:`_first_fitting`, :func:`_sorted_remove`) against brute force;
+- the preemptive admission on one GPU type (compiled: :func:`~doppler_gym.cluster.admission.greedy_changes`)
+  against the greedy loop written out in Python;
+- the small helper :func:`_sorted_remove` against brute force;
 - ``fifo_strict`` by name and from the CLI against ``FIFO(backfill=False)``.
 """
 
@@ -116,17 +116,6 @@ def test_one_type_admission_is_the_greedy_loop(seed):
         decisions += 1
         view = sim.run_until_decision()
     assert decisions > 100
-
-
-def test_first_fitting_is_the_first_position_that_fits():
-    rng = np.random.default_rng(0)
-    for _ in range(300):
-        n = int(rng.integers(1, 3000))
-        need = rng.integers(1, 17, size=n)
-        jobs = rng.permutation(n).astype(np.int64)
-        pos, left = int(rng.integers(0, n + 1)), int(rng.integers(1, 17))
-        brute = next((p for p in range(pos, n) if need[jobs[p]] <= left), -1)
-        assert S._first_fitting(need, jobs, pos, left, chunk=int(rng.integers(1, 64))) == brute
 
 
 def test_sorted_remove_is_list_remove():
