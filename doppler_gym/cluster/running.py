@@ -13,24 +13,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from doppler_gym.cluster.step_kernels import gather_running
+from doppler_gym.cluster.step_kernels import drop_gone, gather_block, gather_running
 
 EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
+DONE_MARGIN = 1 - 1e-12  # a job counts as complete at progress work x DONE_MARGIN - EPS
 
 
 class RunningBlock:
     """The running jobs ``idx`` (``(k,) int64``, ascending) and, gathered from the engine's ``(n,)`` arrays (given
-    already gathered, ``(k,)``, with ``gathered=True``):
+    already gathered, ``(k,)``, with ``gathered=True``, and then ``done_at`` too if known):
     ``work`` [solo s] ``(k,) float64``, ``gpus`` ``(k,) int64`` held, ``speed`` ``(k,) float64`` (solo s per s),
     and ``done_at`` ``(k,) float64`` [solo s]: the progress at which each counts as complete
     (``work x (1 - 1e-12) - EPS``)."""
 
     def __init__(self, idx: np.ndarray, work: np.ndarray, gpus_held: np.ndarray, speed: np.ndarray,
-                 gathered: bool = False) -> None:
+                 gathered: bool = False, done_at: np.ndarray | None = None) -> None:
         self.idx = idx
-        self.work, self.gpus, self.speed = (work, gpus_held, speed) if gathered else (
-            work[idx], gpus_held[idx], speed[idx])
-        self.done_at = self.work * (1 - 1e-12) - EPS
+        if gathered:
+            self.work, self.gpus, self.speed = work, gpus_held, speed
+            self.done_at = self.work * DONE_MARGIN - EPS if done_at is None else done_at
+        else:  # (one compiled pass)
+            self.work, self.gpus, self.speed, self.done_at = gather_block(idx, work, gpus_held, speed, DONE_MARGIN, EPS)
 
     @classmethod
     def gather(cls, running: np.ndarray, lo: int, hi: int, work: np.ndarray, gpus_held: np.ndarray,
@@ -42,8 +45,8 @@ class RunningBlock:
     def without(self, gone: np.ndarray) -> RunningBlock:
         """The block less the jobs at the positions where ``gone`` (``(k,) bool``) is true (the same values as
         gathering the rest again, as long as no remaining job's work, GPUs or speed changed)."""
-        keep = ~gone
-        return RunningBlock(self.idx[keep], self.work[keep], self.gpus[keep], self.speed[keep], gathered=True)
+        idx, work, gpus, speed, done_at = drop_gone(gone, self.idx, self.work, self.gpus, self.speed, self.done_at)
+        return RunningBlock(idx, work, gpus, speed, gathered=True, done_at=done_at)
 
     @property
     def size(self) -> int:

@@ -49,6 +49,9 @@ an explicit :class:`~doppler_gym.cluster.schedulers.Allocation` is checked by
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Iterable
+from itertools import repeat
 
 import numpy as np
 
@@ -76,6 +79,12 @@ SPAN = "*span*"  # the "type" of a job that needs more GPUs than any one type it
 WAITING, RUNNING, RESTARTING, DONE, FUTURE = 0, 1, 2, 3, 4
 STUCK_STEPS = 10_000  # loop steps without the clock advancing before the run is declared stuck
 RESOLUTION = 1e-3  # the float64 clock at `now` must resolve this fraction of a running job's iteration time
+
+
+def _set_items(target: list, keys: list[int], values: Iterable) -> None:
+    """``target[k] = v`` for each pair of ``keys`` and ``values`` (in order), in a C-level loop (no Python loop
+    body per item: the batched starts and preemptions set thousands per decision)."""
+    deque(map(target.__setitem__, keys, values), maxlen=0)
 
 
 class ClusterRunError(RuntimeError):
@@ -199,7 +208,7 @@ class ClusterSimulation:
         # the pool's read-only geometry and live state, under the names the class docstring gives
         self.gpu_node, self.gpu_type, self.node_type = pool.gpu_node, pool.gpu_type, pool.node_type
         self.gpu_types, self.type_capacity = pool.gpu_types, pool.type_capacity
-        self.free_by_type, self.occupants = pool.free_by_type, pool.occupants  # (updated in place by the pool)
+        self.free_by_type = pool.free_by_type  # (updated in place by the pool)
         self._one_type = frozenset(self.gpu_types) if len(self.gpu_types) == 1 else None  # every job's GPU types
         self.node_rack = np.asarray(cluster.node_rack, dtype=np.int64)  # (n_nodes,)
         capacity: dict[tuple[str, int], float] = {}  # [B/s] of the finite shared links
@@ -241,6 +250,12 @@ class ClusterSimulation:
         self._running_mask = np.zeros(n, dtype=bool)  # (n,) status == RUNNING
         self._restarting_mask = np.zeros(n, dtype=bool)  # (n,) status == RESTARTING
         self._admitted = np.zeros(n, dtype=bool)  # (n,) scratch of _admit_prefix_one_type, all False between calls
+        # the active (waiting or running) jobs at the last view, ascending, and the jobs whose status entered or
+        # left {WAITING, RUNNING} since (arrival, completion, failure, restart): _active_jobs updates the one
+        # from the other instead of scanning the jobs
+        self._active = np.empty(0, dtype=np.int64)
+        self._active_changed: list[int] = []
+        self._active_scratch = np.zeros(n, dtype=bool)  # (n,) scratch of sk.update_active, all False between calls
         self._n_arrived = 0  # arrivals handled: with arrival-sorted jobs, exactly jobs [0, _n_arrived) arrived
         self._first_undone = 0  # no job below this index is active (every one is DONE)
         self._n_active = 0  # active (waiting or running) jobs at the last decision point's view
@@ -330,6 +345,12 @@ class ClusterSimulation:
                          held=self.held, interruptions=self.interruptions, lost=self.lost,
                          busy_gpu_s=self.busy_gpu_s, work_gpu_s=self.work_gpu_s, util_t=np.array(self.util_t),
                          util_v=np.array(self.util_v), every=self.checkpoint_every)
+
+    @property
+    def occupants(self) -> list[list[int]]:
+        """``G`` lists of the jobs on each GPU (<= 2): the pool's (:attr:`GpuPool.occupants
+        <doppler_gym.cluster.gpu_pool.GpuPool.occupants>`, brought up to date when read)."""
+        return self.pool.occupants
 
     @property
     def n_busy(self) -> int:
@@ -455,24 +476,30 @@ class ClusterSimulation:
 
     def _view(self) -> JobView | None:
         """What a decision maker reads now (``None`` when no job waits or runs): a :class:`LiveJobView` whose
-        ``active`` list and ``remaining`` are built only if read."""
+        ``active`` list, ``remaining`` and ``occupants`` are built (brought up to date) only if read."""
         active_idx = self._active_jobs()
         self._n_active = active_idx.size
         if not active_idx.size:
             return None
         view = LiveJobView(now=self.now, active=None, arrival=self.arrival, gpus=self.requested,
                            running=self._running_mask, attained=self.attained, remaining=None,
-                           completion=self.completion, alloc=self.alloc, occupants=self.occupants, speed=self.speed,
+                           completion=self.completion, alloc=self.alloc, occupants=None, speed=self.speed,
                            restarting=self._restarting_mask, active_idx=active_idx,
                            arrival_sorted=self._arrival_sorted)
         view.set_remaining_source(lambda: self._fill_remaining(active_idx))
+        view.set_occupants_source(lambda: self.pool.occupants)
         return view
 
     def _active_jobs(self) -> np.ndarray:
-        """``(k,) int64``: the waiting and running jobs, ascending (JobTrace order is arrival order), found in
-        :meth:`_window` only."""
-        lo, hi = self._window()
-        return np.flatnonzero(self.status[lo:hi] <= RUNNING) + lo  # WAITING (0) or RUNNING (1)
+        """``(k,) int64``: the waiting and running jobs, ascending: those of the last call updated by the jobs whose
+        status entered or left WAITING/RUNNING since (:func:`~doppler_gym.cluster.step_kernels.update_active`,
+        O(k) compiled, no scan of the jobs; the same as ``np.flatnonzero(status <= RUNNING)``). The array is
+        new whenever the set changed, never changed in place (a view may keep it)."""
+        if self._active_changed:
+            changed = np.array(self._active_changed, dtype=np.int64)
+            self._active_changed = []
+            self._active = sk.update_active(self._active, changed, self.status, RUNNING, self._active_scratch)
+        return self._active
 
     def _window(self) -> tuple[int, int]:
         """``[lo, hi)``: the job indices that may be active (waiting, running or restarting): from the lowest job
@@ -558,7 +585,9 @@ class ClusterSimulation:
         for i in running[unresolved].tolist():
             self._check_resolution(i)
         finished = running[at]
-        for i in finished.tolist():
+        done = finished.tolist()
+        self._active_changed += done
+        for i in done:
             self.progress[i] = self.work[i]
             self._release(i)  # a partner's solo speed is restored by the decision's _refresh_speeds()
             self.status[i] = DONE
@@ -592,6 +621,7 @@ class ClusterSimulation:
                 self._on_arrival(subject)
             elif kind == RESTART:
                 self.status[subject] = WAITING
+                self._active_changed.append(subject)
                 self._restarting_mask[subject] = False
             elif kind == ROUND:
                 self._round_pending = False
@@ -611,6 +641,7 @@ class ClusterSimulation:
     def _on_arrival(self, i: int) -> None:
         """Job ``i`` waits; its solo duration on the requested GPUs of its fastest type is set, for SRTF."""
         self.status[i] = WAITING
+        self._active_changed.append(i)
         self._n_arrived += 1
         job = self.jobs[i]
         ranked = self.type_ranking(i)
@@ -638,6 +669,7 @@ class ClusterSimulation:
         self.stall_end[i] = 0.0
         self.suspended[i] = False
         self.status[i] = RESTARTING
+        self._active_changed.append(i)
         self._restarting_mask[i] = True
         self._events.push(self.now + self.failures.restart_delay, RESTART, i)
 
@@ -704,12 +736,11 @@ class ClusterSimulation:
             for i in jobs.tolist():
                 self._preempt(i)
             return
-        jobs_list, alloc, job_gpu_type = jobs.tolist(), self.alloc, self.job_gpu_type
+        jobs_list, alloc = jobs.tolist(), self.alloc
         self._block = None
-        self.pool.release_many([alloc[i] for i in jobs_list])
-        for i in jobs_list:
-            alloc[i] = []
-            job_gpu_type[i] = None
+        self.pool.release_many(list(map(alloc.__getitem__, jobs_list)))
+        _set_items(alloc, jobs_list, map(list, repeat((), len(jobs_list))))  # (a new empty list each)
+        _set_items(self.job_gpu_type, jobs_list, repeat(None))
         sk.mark_suspended(jobs, WAITING, self.gpus_held, self.status, self._running_mask, self.speed, self.suspended,
                           self.stall_end)
 
@@ -717,17 +748,17 @@ class ClusterSimulation:
         """On a cluster of one GPU type: start the waiting jobs ``jobs`` (``(m,) int64``) on their requested GPUs,
         packed one after another (:meth:`GpuPool.take_packed_many
         <doppler_gym.cluster.gpu_pool.GpuPool.take_packed_many>`): the same state and events as
-        ``_start(i, pool.pack(requested[i], type))`` per job in that order."""
+        ``_start(i, pool.pack(requested[i], type))`` per job in that order (the jobs are marked for
+        :meth:`_refresh_speeds` only where speeds vary: else every pace is 1, the speed set here)."""
         if not jobs.size:
             return
         jobs_list, t = jobs.tolist(), self.gpu_types[0]
-        taken, spans = self.pool.take_packed_many(jobs_list, self.requested[jobs], t)
+        taken, spans = self.pool.take_packed_many(jobs, self.requested[jobs], t)
         self._block = None
-        alloc, job_gpu_type = self.alloc, self.job_gpu_type
-        for i, gpus in zip(jobs_list, taken):
-            alloc[i] = gpus
-            job_gpu_type[i] = t
-        self._pace_dirty.update(jobs_list)
+        _set_items(self.alloc, jobs_list, taken)
+        _set_items(self.job_gpu_type, jobs_list, repeat(t))
+        if self._variable_speed:  # (else every pace is 1, as mark_started sets the speeds)
+            self._pace_dirty.update(jobs_list)
         if self.preemption_cost > 0:
             for i in jobs[self.suspended[jobs]].tolist():  # (in order: the RESUME events queue as per job)
                 self.stall_end[i] = self.now + self.preemption_cost
@@ -742,11 +773,10 @@ class ClusterSimulation:
         of the cluster's one type (``spans``: whether each one's GPUs span nodes). A restart on as many GPUs as
         its last start only sets the cross-node bytes (the timeline's record, read from ``_last_gpus`` and
         ``_last_cross`` at once); the others go through :meth:`_set_iteration_time`."""
-        same = self._last_gpus[jobs] == self.requested[jobs]
-        again = jobs[same]
-        self.cross_bytes[again] = np.where(np.asarray(spans, dtype=bool)[same], self._last_cross[again], 0.0)
-        for i, spans_nodes in zip(jobs[~same].tolist(), np.asarray(spans, dtype=bool)[~same].tolist()):
-            self._set_iteration_time(i, spans_nodes)
+        other = sk.reuse_cross_bytes(jobs, np.array(spans, dtype=np.bool_), self.requested, self._last_gpus,
+                                     self._last_cross, self.cross_bytes)  # (one compiled pass)
+        for p in other.tolist():
+            self._set_iteration_time(int(jobs[p]), spans[p])
 
     def _set_iteration_time(self, i: int, spans_nodes: bool) -> None:
         """Iteration time [s] on job ``i``'s current GPUs (its slowest type); rescales its timeline if it changed.
@@ -972,12 +1002,14 @@ class ClusterSimulation:
         pool = self.pool
         if pool.n_busy == self.n_gpus:
             return  # no free GPU to move to
-        occupants, alloc = self.occupants, self.alloc
+        alloc = self.alloc
         # only single-GPU jobs share, two to a GPU: the sharing jobs are the occupants of the GPUs that are
         # neither free nor lone, held by a single-GPU job
-        sharing = {j for j in np.flatnonzero(self.gpus_held == 1).tolist() if len(occupants[alloc[j][0]]) > 1}
+        single = np.flatnonzero(self.gpus_held == 1)  # (running: only they hold GPUs)
+        on = np.array([alloc[j][0] for j in single.tolist()], dtype=np.int64)  # (each one's GPU)
+        sharing = set(single[pool.jobs_on_many(on) > 1].tolist())
         for i in [i for i in order if i in sharing]:
-            if pool.n_busy < self.n_gpus and len(occupants[alloc[i][0]]) > 1:  # (its partner may have moved)
+            if pool.n_busy < self.n_gpus and pool.jobs_on(alloc[i][0]) > 1:  # (its partner may have moved)
                 k = int(self.requested[i])
                 t = self._pick_type(i, k, self.free_by_type, None)
                 free = None if t is None else self._gpus_for(i, t, k)

@@ -135,3 +135,90 @@ def merge_running(old, stop, start):
         o += 1
         k += 1
     return out
+
+
+@njit(cache=True)
+def update_active(old, changed, status, last_active, mask):
+    """The active jobs after some changed status (``(k,) int64``, ascending): ``old`` (``(m,) int64``, ascending,
+    distinct) less the jobs of ``changed`` (``(c,) int64``, any order, repeats allowed), plus those of
+    ``changed`` whose ``status`` (``(n,) int8``) is at most ``last_active`` (the engine's ``RUNNING``: WAITING and
+    RUNNING are active). ``mask``: ``(n,) bool`` scratch over job indices, all False on entry and on return."""
+    for j in changed:
+        mask[j] = True
+    ch = np.sort(changed)
+    out = np.empty(old.size + ch.size, dtype=np.int64)
+    o = k = 0
+    for x in old:
+        if mask[x]:
+            continue
+        while k < ch.size and ch[k] < x:
+            if status[ch[k]] <= last_active and (k == 0 or ch[k] != ch[k - 1]):
+                out[o] = ch[k]
+                o += 1
+            k += 1
+        out[o] = x
+        o += 1
+    while k < ch.size:
+        if status[ch[k]] <= last_active and (k == 0 or ch[k] != ch[k - 1]):
+            out[o] = ch[k]
+            o += 1
+        k += 1
+    for j in changed:
+        mask[j] = False
+    return out[:o]
+
+
+@njit(cache=True)
+def gather_block(idx, work, gpus_held, speed, margin, eps):
+    """The running jobs ``idx`` (``(k,) int64``) gathered from the ``(n,)`` arrays ``work`` [solo s], ``gpus_held``
+    and ``speed`` in one pass, with the progress at which each counts as complete: ``(work, gpus, speed,
+    done_at)``, ``(k,)`` arrays, ``done_at = work * margin - eps`` [solo s] (the same float64 operations as
+    NumPy's)."""
+    k = idx.size
+    w = np.empty(k, dtype=np.float64)
+    g = np.empty(k, dtype=np.int64)
+    s = np.empty(k, dtype=np.float64)
+    d = np.empty(k, dtype=np.float64)
+    for p in range(k):
+        j = idx[p]
+        w[p] = work[j]
+        g[p] = gpus_held[j]
+        s[p] = speed[j]
+        d[p] = w[p] * margin - eps
+    return w, g, s, d
+
+
+@njit(cache=True)
+def drop_gone(gone, idx, work, gpus, speed, done_at):
+    """The block's ``(k,)`` arrays (``idx``, ``work``, ``gpus``, ``speed``, ``done_at``) less the positions where
+    ``gone`` (``(k,) bool``) is true, in one pass: five ``(k - gone.sum(),)`` arrays, in order."""
+    keep = gone.size - np.count_nonzero(gone)
+    i2 = np.empty(keep, dtype=np.int64)
+    w = np.empty(keep, dtype=np.float64)
+    g = np.empty(keep, dtype=np.int64)
+    s = np.empty(keep, dtype=np.float64)
+    d = np.empty(keep, dtype=np.float64)
+    o = 0
+    for p in range(gone.size):
+        if not gone[p]:
+            i2[o], w[o], g[o], s[o], d[o] = idx[p], work[p], gpus[p], speed[p], done_at[p]
+            o += 1
+    return i2, w, g, s, d
+
+
+@njit(cache=True)
+def reuse_cross_bytes(jobs, spans, requested, last_gpus, last_cross, cross_bytes):
+    """For each job of ``jobs`` (``(m,) int64``) started on as many GPUs as at its last start (``last_gpus ==
+    requested``, ``(n,) int64``): ``cross_bytes`` [B] (``(n,) float64``, updated) is its ``last_cross`` if its GPUs
+    span nodes (``spans``: ``(m,) bool``), else 0. Returns the positions in ``jobs`` of the others (``int64``,
+    ascending): those need their iteration time set."""
+    other = np.empty(jobs.size, dtype=np.int64)
+    m = 0
+    for p in range(jobs.size):
+        i = jobs[p]
+        if last_gpus[i] == requested[i]:
+            cross_bytes[i] = last_cross[i] if spans[p] else 0.0
+        else:
+            other[m] = p
+            m += 1
+    return other[:m]

@@ -69,3 +69,16 @@ def test_take_and_release_keep_every_index_equal_to_a_rebuild(seed):
             holding[next_job] = gpus
             next_job += 1
         _check(pool, cluster, holding)
+
+
+def test_a_third_job_on_a_shared_gpu_is_refused_and_changes_nothing():
+    cluster = _cluster()
+    pool = GpuPool(cluster)
+    g = pool.free_gpus(1, "v100")[0]
+    pool.take(0, [g], set())
+    pool.take(1, [g], set())  # now shared by jobs 0 and 1
+    before = ([list(o) for o in pool.occupants], pool.n_busy, pool.n_shared, list(pool.lone))
+    with pytest.raises(ValueError, match="hold two jobs"):
+        pool.take(2, [g], set())
+    assert ([list(o) for o in pool.occupants], pool.n_busy, pool.n_shared, list(pool.lone)) == before
+    assert pool.jobs_on(g) == 2 and pool.occupants[g] == [0, 1]  # in the order they took it
