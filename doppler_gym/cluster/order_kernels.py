@@ -18,20 +18,22 @@ def start_from_last(last, jobs, mask, key):
         mask[j] = True
     out = np.empty(jobs.size, dtype=np.int64)
     keys = np.empty(jobs.size, dtype=key.dtype)
-    m = 0
-    for j in last:
-        if mask[j]:
-            out[m] = j
-            keys[m] = key[j]
-            m += 1
-            mask[j] = False
-    for j in jobs:
-        if mask[j]:
-            out[m] = j
-            keys[m] = key[j]
-            m += 1
-            mask[j] = False
+    m = _take_marked(last, mask, key, out, keys, 0)
+    _take_marked(jobs, mask, key, out, keys, m)
     return out, keys
+
+
+@njit(cache=True, inline="always")
+def _take_marked(seq, mask, key, out, keys, m):
+    """Append each job of ``seq`` marked in ``mask`` to ``out[m:]`` (its key to ``keys[m:]``) and unmark it;
+    returns the new ``m``."""
+    for j in seq:
+        if mask[j]:
+            out[m] = j
+            keys[m] = key[j]
+            m += 1
+            mask[j] = False
+    return m
 
 
 @njit(cache=True)

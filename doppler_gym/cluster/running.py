@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from doppler_gym.cluster.step_kernels import drop_gone, gather_block, gather_running
+from doppler_gym.cluster.step_kernels import drop_gone, gather_block, running_in_window
 
 EPS = 1e-9  # [solo s] slack when testing a job's progress against its work
 DONE_MARGIN = 1 - 1e-12  # a job counts as complete at progress work x DONE_MARGIN - EPS
@@ -39,8 +39,8 @@ class RunningBlock:
     def gather(cls, running: np.ndarray, lo: int, hi: int, work: np.ndarray, gpus_held: np.ndarray,
                speed: np.ndarray) -> RunningBlock:
         """The block of the jobs ``j`` in ``[lo, hi)`` with ``running[j]`` (``(n,) bool``), gathered from the
-        ``(n,)`` arrays in one compiled pass (:func:`~doppler_gym.cluster.step_kernels.gather_running`)."""
-        return cls(*gather_running(running, lo, hi, work, gpus_held, speed), gathered=True)
+        ``(n,)`` arrays (:func:`~doppler_gym.cluster.step_kernels.running_in_window`, then one compiled pass)."""
+        return cls(running_in_window(running, lo, hi), work, gpus_held, speed)
 
     def without(self, gone: np.ndarray) -> RunningBlock:
         """The block less the jobs at the positions where ``gone`` (``(k,) bool``) is true (the same values as

@@ -62,25 +62,15 @@ def finished(now, progress, done_at, work, speed):
 
 
 @njit(cache=True)
-def gather_running(mask, lo, hi, work, gpus_held, speed):
-    """The jobs ``j`` in ``[lo, hi)`` with ``mask[j]`` (``(n,) bool``), ascending, with their ``work``,
-    ``gpus_held`` and ``speed`` (``(n,)`` arrays): ``(idx, work, gpus, speed)``, ``(k,)`` arrays."""
+def running_in_window(mask, lo, hi):
+    """The jobs ``j`` in ``[lo, hi)`` with ``mask[j]`` (``(n,) bool``), ascending: a ``(k,) int64`` array."""
     idx = np.empty(hi - lo, dtype=np.int64)
     k = 0
     for j in range(lo, hi):
         if mask[j]:
             idx[k] = j
             k += 1
-    idx = idx[:k].copy()
-    w = np.empty(k, dtype=np.float64)
-    g = np.empty(k, dtype=np.int64)
-    s = np.empty(k, dtype=np.float64)
-    for p in range(k):
-        j = idx[p]
-        w[p] = work[j]
-        g[p] = gpus_held[j]
-        s[p] = speed[j]
-    return idx, w, g, s
+    return idx[:k].copy()
 
 
 @njit(cache=True)
