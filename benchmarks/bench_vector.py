@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.bench_vector                 # paper/ffnn on 4 devices, N = 1, 8, 64
     python -m benchmarks.bench_vector --threads 2     # the simulator calls on two Numba threads ('tuned': chosen)
+    python -m benchmarks.bench_vector --no-copy       # every env returns its live arrays (copy_obs=False)
     python -m benchmarks.bench_vector --smoke         # paper/chainmm, a few hundred steps, outputs checked
 
 Every case takes uniformly random valid actions (read from the observation's mask; for the single env
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="env steps per case and round (default: one whole episode of every env of the largest "
                              "N, 2 n_ops steps each, so that every round covers whole episodes of every case)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each case keeps its best (default 3)")
+    parser.add_argument("--no-copy", action="store_true",
+                        help="every env with copy_obs=False: the live observation arrays instead of fresh copies "
+                             "(valid until the next step; SB3's vector envs copy them into their own buffers)")
     parser.add_argument("--threads", default="1",
                         help="Numba threads of the native env's simulator calls: a count, or 'tuned' (default 1)")
     args = parser.parse_args(argv)
@@ -63,11 +67,12 @@ def main(argv: list[str] | None = None) -> None:
         args.graph, args.sizes, args.steps, args.rounds = "paper/chainmm", "1,8", 400, 1
     common.start("bench_vector", args)
     sizes = [int(s) for s in args.sizes.split(",")]
-    kwargs = {"graph": args.graph, "topology": args.devices}
+    kwargs = {"graph": args.graph, "topology": args.devices, "copy_obs": not args.no_copy}
     n_ops = PlacementEnv(**kwargs).reset(seed=args.seed)[1]["n_ops"]
     if args.steps is None:
         args.steps = max(sizes) * 2 * n_ops
-    print(f"{args.graph} on {args.devices} devices, default keywords (graph form, reward 'incremental'); "
+    print(f"{args.graph} on {args.devices} devices, default keywords (graph form, reward 'incremental')"
+          f"{', copy_obs=False' if args.no_copy else ''}; "
           f"{args.steps:,} env steps per case and round, best of {args.rounds} rounds")
 
     runs: dict[str, common.StepsRun] = {"PlacementEnv": common.random_env_run(PlacementEnv(**kwargs), args.seed)}

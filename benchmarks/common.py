@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root (the folder holding ``benchmarks/``)."""
@@ -203,20 +204,49 @@ StepsRun = Callable[[int], tuple[float, float]]
 """``run(steps) -> (seconds, policy seconds)``: ``steps`` env steps (all envs together) and the policy's share."""
 
 
+@njit(cache=True)
+def _pick_valid(mask, u, out):
+    for i in range(mask.shape[0]):
+        valid = 0
+        for a in range(mask.shape[1]):
+            valid += mask[i, a] != 0
+        target = int(u[i] * valid)  # the target-th valid action, counted from 0
+        out[i] = -1
+        for a in range(mask.shape[1]):
+            if mask[i, a] != 0:
+                if target == 0:
+                    out[i] = a
+                    break
+                target -= 1
+
+
+def pick_valid(mask: np.ndarray, u: np.ndarray, out: np.ndarray) -> None:
+    """The random policy of the env-steps loops: ``out[i]`` = valid action number ``floor(u[i] * k_i)`` of row ``i``
+    (``k_i`` valid actions, in index order), uniform over the valid actions for ``u`` uniform in ``[0, 1)``; -1 for a
+    row without one. Compiled, so that the loops time the envs rather than the policy.
+
+    Args:
+        mask: ``(N, A)`` int8 or bool, nonzero where an action is valid.
+        u: ``(N,) float64`` in ``[0, 1)``; out: ``(N,) int64``, written.
+    """
+    _pick_valid(mask.view(np.int8) if mask.dtype == np.bool_ else mask, u, out)
+
+
 def random_env_run(env: Any, seed: int) -> StepsRun:
-    """One env (with ``action_masks()``) taking uniformly random valid actions, reset as its episodes end."""
+    """One env (with ``action_masks()``) taking uniformly random valid actions (:func:`pick_valid`), reset as its
+    episodes end."""
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
+    action = np.zeros(1, np.int64)
 
     def run(steps: int) -> tuple[float, float]:
         policy = 0.0
         start = time.perf_counter()
         for _ in range(steps):
             t0 = time.perf_counter()
-            valid = np.flatnonzero(env.action_masks())
-            action = int(valid[int(rng.random() * valid.size)])
+            pick_valid(env.action_masks()[None, :], rng.random(1), action)
             policy += time.perf_counter() - t0
-            _, _, terminated, truncated, _ = env.step(action)
+            _, _, terminated, truncated, _ = env.step(int(action[0]))
             if terminated or truncated:
                 env.reset()
         return time.perf_counter() - start, policy
@@ -225,19 +255,19 @@ def random_env_run(env: Any, seed: int) -> StepsRun:
 
 
 def random_vector_run(envs: Any, seed: int) -> StepsRun:
-    """A Gymnasium vector env taking uniformly random valid actions (read from ``obs["action_mask"]``, ``(N, A)``);
+    """A Gymnasium vector env taking uniformly random valid actions (:func:`pick_valid` on ``obs["action_mask"]``);
     ``steps`` counts the steps of all its envs (``steps // N`` vector steps, at least one)."""
     obs, _ = envs.reset(seed=seed)
     rng = np.random.default_rng(seed)
     state = {"obs": obs}
+    actions = np.zeros(envs.num_envs, np.int64)
 
     def run(steps: int) -> tuple[float, float]:
         policy = 0.0
         start = time.perf_counter()
         for _ in range(max(1, steps // envs.num_envs)):
             t0 = time.perf_counter()
-            mask = state["obs"]["action_mask"]
-            actions = np.argmax(rng.random(mask.shape, dtype=np.float32) * mask, axis=1)  # uniform over the valid
+            pick_valid(state["obs"]["action_mask"], rng.random(envs.num_envs), actions)
             policy += time.perf_counter() - t0
             state["obs"], *_ = envs.step(actions)
         return time.perf_counter() - start, policy

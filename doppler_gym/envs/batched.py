@@ -131,10 +131,11 @@ class BatchVectorEnv(VectorEnv, ABC):
         """One step of every env (the envs that ended at the last step are reset instead)."""
         auto = self._autoreset
         infos_by_env: dict[int, dict[str, Any]] = {}
-        if auto.any():
+        resetting = auto.any()
+        if resetting:
             rows = np.flatnonzero(auto)
             infos_by_env.update(zip(rows.tolist(), self._reset_envs(rows, [None] * rows.size, None, autoreset=True)))
-        result = self.core.step(actions, ~auto)
+        result = self.core.step(actions, ~auto if resetting else None)  # None: every env
         infos_by_env.update(result.infos)
         infos = self._merge_infos((i, infos_by_env[i]) for i in sorted(infos_by_env))
         self._autoreset = result.terminated | result.truncated

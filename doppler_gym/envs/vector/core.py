@@ -166,7 +166,8 @@ class PlacementBatch(BatchObservations):
             codes, rows, count)
         if stale >= 0:
             raise episode_over_error(f"PlacementVectorEnv.step (env {stale})")
-        n_sel, n_plc, n_final, n_invalid = (int(count[c + 1]) for c in (
+        counts = count.tolist()
+        n_sel, n_plc, n_final, n_invalid = (counts[c + 1] for c in (
             kernel.SEL_OK, kernel.PLC_OK, kernel.FINAL, kernel.INVALID))
         rewards = np.zeros(self.num_envs)
         terminated = np.zeros(self.num_envs, bool)
@@ -179,7 +180,10 @@ class PlacementBatch(BatchObservations):
             self._measure(placed)
         if n_sel and self._flat is not None:
             self._lookahead(selected)
-        if n_sel + n_plc:
+        if n_sel + n_plc == self.num_envs:  # every env took a valid, not final step: whole arrays, no gathers
+            rewards[:] = step_rewards(self.reward, before, st.measured, t.reference)
+            st.streak[:] = 0
+        elif n_sel + n_plc:
             valid = placed if not n_sel else selected if not n_plc else np.concatenate([selected, placed])
             rewards[valid] = step_rewards(self.reward, before[valid], st.measured[valid], t.reference[valid])
             st.streak[valid] = 0

@@ -72,15 +72,17 @@ def reset_rows(
 
 @njit(cache=True)
 def _select(i, v, pred_ptr, pred, comp, out_bytes, latency, inv_bw, inv_scale, device_static, n_dev, max_ops,
-            op_device, start, end, avail, work, sel_est, op_state, device_features, phase, selected_op, action_mask):
-    """SEL op ``v`` in env ``i``: ``EstimatedSchedule.device_features`` and ``PlacementEnv._select``."""
-    inp = np.zeros(n_dev)
-    first = np.zeros(n_dev)
-    last = np.zeros(n_dev)
-    seen = np.zeros(n_dev, np.bool_)
+            op_device, start, end, avail, work, sel_est, op_state, device_features, phase, selected_op, action_mask,
+            inp, first, last, seen):
+    """SEL op ``v`` in env ``i``: ``EstimatedSchedule.device_features`` and ``PlacementEnv._select``.
+    ``inp``, ``first``, ``last`` ``(D,) float64`` and ``seen`` ``(D,) bool`` are scratch (overwritten)."""
     est = sel_est[i]
     for j in range(n_dev):
         est[j] = avail[i, j]
+        inp[j] = 0.0
+        first[j] = 0.0
+        last[j] = 0.0
+        seen[j] = False
     for k in range(pred_ptr[i, v], pred_ptr[i, v + 1]):
         p = pred[i, k]
         dv = op_device[i, p]
@@ -190,6 +192,11 @@ def step_rows(
         if active[i] and over[i]:
             return i
     count[:] = 0
+    n_dev_max = device_features.shape[1]  # the scratch of _select, shared by the envs
+    inp = np.empty(n_dev_max)
+    first = np.empty(n_dev_max)
+    last = np.empty(n_dev_max)
+    seen = np.empty(n_dev_max, np.bool_)
     for i in range(actions.shape[0]):
         if not active[i]:
             codes[i] = INACTIVE
@@ -203,7 +210,7 @@ def step_rows(
                 continue
             _select(i, a, pred_ptr, pred, comp, out_bytes, latency, inv_bw, inv_scale, device_static, n_devices[i],
                     max_ops, op_device, start, end, avail, work, sel_est, op_state, device_features, phase,
-                    selected_op, action_mask)
+                    selected_op, action_mask, inp, first, last, seen)
             codes[i] = SEL_OK
             _count(i, SEL_OK, rows_by_code, count)
             continue

@@ -28,7 +28,8 @@ def measure(reward: Reward) -> str:
 
 def _evaluate(method, array_ok: bool, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if array_ok:
-        return np.broadcast_to(np.asarray(method(a, b, c), np.float64), a.shape)
+        out = np.asarray(method(a, b, c), np.float64)
+        return out if out.shape == a.shape else np.full(a.shape, out)  # a reward that ignores its arrays
     return np.array([float(method(x, y, z)) for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())], np.float64)
 
 
