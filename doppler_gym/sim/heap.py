@@ -2,8 +2,8 @@
 
 A heap is three parallel arrays ``h_time`` (float64), ``h_key`` (int64) and ``h_code`` (int64),
 optionally a segment ``[base, base + size)`` of them (one heap per device queue). Indices are
-unsigned (:mod:`doppler_gym.sim.unsigned`). The event loop's own heap writes its sift-up and pop out
-in the loop instead of calling :func:`heap_push` and :func:`heap_pop` (faster there; it says so).
+unsigned (:mod:`doppler_gym.sim.unsigned`). The event loop's own heap has its sift-up and pop in
+:mod:`doppler_gym.sim.events` (``sift_up_appended``, ``pop_event``: faster there; it says so).
 """
 
 from __future__ import annotations

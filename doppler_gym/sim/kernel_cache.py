@@ -34,6 +34,7 @@ from doppler_gym.sim import (
     compile_notice,
     dispatch,
     event_loop,
+    event_state,
     events,
     finish_times,
     heap,
@@ -41,12 +42,13 @@ from doppler_gym.sim import (
     packed_layout,
     partial_incremental_kernel,
     partial_kernel,
+    transfer_events,
     unsigned,
 )
 
 # Every module whose code or constants a kernel of another of them compiles in (a test checks this).
-KERNEL_MODULES = (unsigned, heap, packed_layout, finish_times, events, event_loop, list_kernel, dispatch,
-                  partial_kernel, partial_incremental_kernel)
+KERNEL_MODULES = (unsigned, heap, packed_layout, finish_times, events, transfer_events, event_state, event_loop,
+                  list_kernel, dispatch, partial_kernel, partial_incremental_kernel)
 DIGEST_FILE = "sim_kernels.sha256"  # beside the Numba cache of the kernels
 
 _lock = threading.Lock()
