@@ -35,7 +35,7 @@ wraparound per access. The loop's steps live in other modules: its setup in
 :mod:`doppler_gym.sim.event_state`, the small handlers and the heap's sift-up in
 :mod:`doppler_gym.sim.events`, inlined (``inline="always"``: that left the loop's time unchanged), and
 the larger steps compiled on their own without reference counting
-(:data:`~doppler_gym.sim.events.event_step`): the heap's pop and the priority grants in
+(:data:`~doppler_gym.sim.compiled_step.compiled_step`): the heap's pop and the priority grants in
 :mod:`doppler_gym.sim.events`, the finish event and ``HOP_DONE`` in :mod:`doppler_gym.sim.transfer_events`.
 Numba counts references around every array argument of a function with loops, inlined or not: the pop
 made the loop 8-65 % slower inlined, the grants 1.5-2.6x; as steps without counts, the loop's time is

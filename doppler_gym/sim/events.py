@@ -7,7 +7,8 @@ entries; new ones are appended, and the top of the loop sifts them up in push or
 :func:`sift_up_appended`). The small handlers are inlined into the loop (``inline="always"``: they
 leave its time unchanged, within the noise of interleaved runs); the larger steps (:func:`pop_event`,
 :func:`grant_by_priority`, and the transfer steps of :mod:`doppler_gym.sim.transfer_events`) are
-compiled on their own without reference counting (:data:`event_step`), which measured faster.
+compiled on their own without reference counting (:mod:`doppler_gym.sim.compiled_step`), which
+measured faster.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from doppler_gym.sim.compiled_step import compiled_step
 from doppler_gym.sim.finish_times import advance, hop_end, route_end
 from doppler_gym.sim.heap import heap_append, heap_pop, less
 from doppler_gym.sim.unsigned import U0, U1, U
@@ -31,11 +33,6 @@ ARRIVED_GROUP = 7  # all transfers of one producer that arrive at the same time 
 WAVE = np.int64(1) << 31  # heap-key stride per virtual FIFO position
 FIFO_PUSH = np.int64(1) << 30  # offset of pushes made by FIFO events within a stride
 
-# A step of the loop compiled on its own, without reference counting (Numba's ``_nrt=False``): a step
-# neither allocates nor keeps an array, and the counts that Numba adds around every array argument of a
-# function with loops, inlined or not, cost more than the step (measured: the priority grants took
-# 1.5-2.6x as long through an inlined or a plain compiled function, 0.87-0.91x through this one).
-event_step = njit(cache=True, _nrt=False)
 
 
 @njit(cache=True, inline="always")
@@ -165,7 +162,7 @@ def sift_up_appended(h_time, h_key, h_code, h_sorted, h_size):
     return h_sorted
 
 
-@event_step
+@compiled_step
 def pop_event(h_time, h_key, h_code, h_size):
     """Remove the smallest entry of the heap ``h_*[:h_size]`` (``h_size >= 1``); returns
     ``(its code, h_size - 1)``. A compiled step: inlined into the loop, it made the loop 8-65 % slower."""
@@ -196,7 +193,7 @@ def pop_event(h_time, h_key, h_code, h_size):
     return code, h_size
 
 
-@event_step
+@compiled_step
 def grant_by_priority(
     now, fixed, free_streams, q_len, q_key, q_seq, q_op, q_base, q_head, comp, comp_row, inv_speed, comp_factor,
     start, fifo, f_tail, v_next, h_time, h_key, h_code, h_size, strag, s_ptr, s_seg,

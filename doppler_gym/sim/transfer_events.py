@@ -1,7 +1,7 @@
 """The transfer steps of the event loop (:mod:`doppler_gym.sim.event_loop`): an op's finish event,
 which starts one transfer per out-edge, and ``HOP_DONE``, a transfer's end of one hop over a FIFO link.
 
-The two events are compiled steps (:data:`~doppler_gym.sim.events.event_step`: on their own, without
+The two events are compiled steps (:data:`~doppler_gym.sim.compiled_step.compiled_step`: on their own, without
 reference counting). The arrays they read come in groups, built once per run by the loop:
 
 * ``heap``: ``(h_time, h_key, h_code)``, the loop's event heap (``(H,)`` float64 [internal time
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from doppler_gym.sim.events import ARRIVED, ARRIVED_GROUP, HOP_DONE, event_step, on_arrived, send_hop
+from doppler_gym.sim.compiled_step import compiled_step
+from doppler_gym.sim.events import ARRIVED, ARRIVED_GROUP, HOP_DONE, on_arrived, send_hop
 from doppler_gym.sim.finish_times import hop_end, route_end
 from doppler_gym.sim.heap import heap_append
 from doppler_gym.sim.unsigned import U
@@ -78,7 +79,7 @@ def free_link(ln, now, key, edge_src, size, edge_factor, edge_start, routes, pro
     return heap_append(h_time, h_key, h_code, h_size, t, key, (e2 << 3) | HOP_DONE), key + 1
 
 
-@event_step
+@compiled_step
 def hop_done(e, now, key, n_dev, assignment, edge_src, edge_dst, size, edge_factor, routes, profiles, strag, link_q,
              edge_hop, edge_start, edge_end, missing, fifo, f_tail, v_next, heap, h_size):
     """``HOP_DONE`` of transfer ``e`` at ``now`` (FIFO links): its link serves the next waiting
@@ -99,7 +100,7 @@ def hop_done(e, now, key, n_dev, assignment, edge_src, edge_dst, size, edge_fact
     return f_tail, v_next, h_size, key
 
 
-@event_step
+@compiled_step
 def finish_on_fifo_links(o, now, key, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_dst, edge_factor, size,
                          routes, profiles, strag, link_q, edge_hop, edge_start, edge_end, missing, fifo, f_tail, v_next,
                          heap, h_size):
@@ -125,7 +126,7 @@ def finish_on_fifo_links(o, now, key, n_dev, given_times, assignment, succ_ptr, 
     return f_tail, v_next, h_size
 
 
-@event_step
+@compiled_step
 def finish_on_ideal_links(o, now, key, n_dev, given_times, assignment, succ_ptr, succ_edge, edge_dst, edge_factor, size,
                           pair_latency, pair_inv_bw, routes, profiles, strag, edge_start, edge_end, missing, fifo,
                           f_tail, v_next, heap, h_size):

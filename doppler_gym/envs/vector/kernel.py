@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from doppler_gym.envs.context import FEATURE_MAX
+from doppler_gym.sim.compiled_step import compiled_step
 
 INACTIVE, SEL_OK, PLC_OK, FINAL, INVALID = -1, 0, 1, 2, 3  # the outcome of each env's step (``codes``)
 _SEL, _PLC = 0, 1
@@ -70,7 +71,7 @@ def reset_rows(
                 action_mask[i, v] = 1
 
 
-@njit(cache=True)
+@compiled_step
 def _select(i, v, pred_ptr, pred, comp, out_bytes, latency, inv_bw, inv_scale, device_static, n_dev, max_ops,
             op_device, start, end, avail, work, sel_est, op_state, device_features, phase, selected_op, action_mask,
             inp, first, last, seen):
@@ -118,7 +119,7 @@ def _select(i, v, pred_ptr, pred, comp, out_bytes, latency, inv_bw, inv_scale, d
         action_mask[i, max_ops + j] = 1
 
 
-@njit(cache=True)
+@compiled_step
 def _place(i, d, succ_ptr, succ, comp, time_divisor, max_ops,
            op_device, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
            op_state, device_features, phase, selected_op, action_mask):
