@@ -73,6 +73,7 @@ class PartialMakespan:
         self.graph = graph
         self.config = deterministic(config)
         problem = pack(graph, topology, topology.n_devices, self.config)
+        self.problem = problem  # the packed problem (read-only arrays) of the deterministic config
         # The serial kernel packs each row's induced problem into these (Numba holds the GIL meanwhile).
         self._buffers = alloc_subproblem(problem.meta, problem.ints, problem.floats)
         self._n_ops = graph.n_ops

@@ -2,9 +2,9 @@
 
 A placement MDP asks for the makespan of its placed ops after every placement (``Doppler-Sim-v0``'s
 ``"incremental"`` reward), each row its previous row plus one op. :class:`~doppler_gym.sim.partial.PartialMakespan`
-simulates every row from scratch; this class keeps each caller's last row (a *slot*, for example one env of a
-vector env) and, where the list kernel serves the config, adds the new op to it in time proportional to the op's
-inputs when that is exact, bit for bit (the rule and its argument are in
+simulates every row from scratch; this class keeps each caller's last row and its run (a *slot*, for example one
+env of a vector env) and, where the list kernel serves the config, resumes that run at the new op's request
+instead of running the row whole, bit for bit the same (the rule and its argument are in
 :mod:`doppler_gym.sim.partial_incremental_kernel`); any other row runs whole. Under other configs (priority or
 fixed queues, link contention, several streams) every row runs whole through ``PartialMakespan``.
 """
@@ -15,28 +15,28 @@ import numpy as np
 
 from doppler_gym.graph.types import DataflowGraph
 from doppler_gym.sim.config import SimConfig
-from doppler_gym.sim.packed_layout import Meta, problem_arrays, segment
-from doppler_gym.sim.packing import pack
+from doppler_gym.sim.list_kernel import N_STATE_ROWS
+from doppler_gym.sim.packed_layout import Meta
 from doppler_gym.sim.partial import PartialMakespan
 from doppler_gym.sim.partial_incremental_kernel import incremental_rows, predecessors
-from doppler_gym.sim.partial_kernel import alloc_subproblem
 from doppler_gym.topology.types import Topology
 
 
 class IncrementalPartialMakespan:
-    """:class:`~doppler_gym.sim.partial.PartialMakespan` that remembers each slot's last row [the config's
-    reported unit].
+    """:class:`~doppler_gym.sim.partial.PartialMakespan` that remembers each slot's last row and its run [the
+    config's reported unit].
 
     Args:
         graph, topology, config: as ``PartialMakespan`` (``n_ops`` ops, ``D`` devices).
-        n_slots: how many callers' rows it keeps (``S``): slot ``s`` is ``(n_ops,)`` int32 and ``(n_ops + 2 D)``
-            float64 of state.
+        n_slots: how many callers' rows it keeps (``S``): slot ``s`` keeps about ``92 n_ops + 16 D`` bytes.
 
     Call with ``assignments`` ``(B, n_ops)`` (or ``(n_ops,)``) as ``PartialMakespan`` takes them and ``slots``
     ``(B,)`` (or an int) in ``[0, S)``; rows of one slot are taken in order. The makespans equal
     ``PartialMakespan``'s; a row that extends its slot's last row by one placed op whose inputs are all placed
-    costs ``O(inputs + n_ops)`` (the comparison with the kept row) instead of a simulation when the op's ready
-    time is later than every ready time on its device. :attr:`whole_runs` counts the rows that ran whole.
+    (and none of whose consumers is) resumes the slot's run at that op's request: it costs ``O(n_ops)`` (the
+    comparison with the kept row) plus, for the ops requested after the new one, a shift by one where the op fits
+    an idle stretch of its device, else their run again. :attr:`whole_runs` and :attr:`resumed_runs` count the rows
+    that ran whole and that resumed, :attr:`drained_runs` the resumed rows that ran the later requests again.
 
     Raises:
         ValueError: as ``PartialMakespan``, and for a slot outside ``[0, S)``.
@@ -48,17 +48,19 @@ class IncrementalPartialMakespan:
         self.whole = PartialMakespan(graph, topology, config)  # the rows this class does not serve
         self.n_slots = int(n_slots)
         self.whole_runs = 0
+        self.resumed_runs = 0
+        self.drained_runs = 0
         self._n_ops = graph.n_ops
-        problem = pack(graph, topology, topology.n_devices, self.whole.config)
-        self._tables = _static_tables(problem)
-        self.incremental = self._tables is not None
+        problem = self.whole.problem
+        self.incremental = bool(problem.meta[Meta.LIST_KERNEL])
         if not self.incremental:
             return
-        self._buffers = alloc_subproblem(problem.meta, problem.ints, problem.floats)
+        self._problem = (problem.meta, problem.ints, problem.floats, predecessors(problem.meta, problem.ints))
         n, d, s = graph.n_ops, topology.n_devices, self.n_slots
-        self._state = (np.full((s, n), -1, np.int32), np.zeros(s, np.bool_), np.zeros((s, n)),
-                       np.zeros((s, d + 1), np.int64), np.zeros((s, n)), np.zeros((s, n)), np.zeros(s))
-        self._scratch = np.empty(n)
+        self._state = (np.full((s, n), -1, np.int32), np.zeros(s, np.bool_), np.zeros((s, n), np.int32),
+                       np.zeros((s, n), np.int32), np.zeros(s, np.int64), np.zeros(s, np.int64), np.zeros(s),
+                       np.zeros((s, N_STATE_ROWS * n), np.int64), np.zeros((s, 3 * n + d + 1), np.int64),
+                       np.zeros((s, 2 * n + d)))
         self._one_slot = np.zeros(1, np.int64)
 
     def __call__(self, assignments: np.ndarray, slots: np.ndarray | int,
@@ -73,7 +75,10 @@ class IncrementalPartialMakespan:
         assign = assign.astype(np.int32, order="C").reshape(-1, self._n_ops)  # (any negative: unplaced)
         slot = self._slot_rows(slots, assign.shape[0])
         out = np.empty(assign.shape[0])
-        self.whole_runs += incremental_rows(*self._buffers, self._tables, assign, slot, self._state, self._scratch, out)
+        whole, resumed, drained = incremental_rows(*self._problem, assign, slot, self._state, out)
+        self.whole_runs += whole
+        self.resumed_runs += resumed
+        self.drained_runs += drained
         if out.min() < 0.0:  # a bad device (PartialMakespan says which) or an op of zero duration (the event loop's)
             others = np.flatnonzero(out < 0.0)
             out[others] = self.whole(assign[others])
@@ -96,20 +101,3 @@ class IncrementalPartialMakespan:
         if self.incremental:
             self._state[1][slice(None) if slots is None else slots] = False
 
-
-def _static_tables(problem) -> tuple[np.ndarray, ...] | None:
-    """The kernel's static tables (:mod:`doppler_gym.sim.partial_incremental_kernel`) of a packed problem, or None
-    where the incremental rules do not hold: the list kernel does not serve it, a factor row is not all ones, or
-    a device pair with itself has a latency or 1/bandwidth."""
-    meta, ints, floats = problem.meta, problem.ints, problem.floats
-    n, n_edges, n_dev = int(meta[Meta.N_OPS]), int(meta[Meta.N_EDGES]), int(meta[Meta.N_DEVICES])
-    if not meta[Meta.LIST_KERNEL]:
-        return None
-    _, _, _, _, comp, _, inv_speed, latency, inv_bw, comp_row = problem_arrays(meta, ints, floats)
-    ones = np.all(segment(floats, meta, Meta.COMP_FACTOR_ROW, n) == 1.0) and np.all(
-        segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges) == 1.0)
-    diagonal = np.arange(n_dev) * (n_dev + 1)
-    if not ones or np.any(latency[diagonal] != 0.0) or np.any(inv_bw[diagonal] != 0.0):
-        return None
-    work = comp[comp_row[:, None] + np.arange(n)[None, :]] * inv_speed[:, None]  # (D, n): run_list's product
-    return (*predecessors(meta, ints, floats), np.array(latency), np.array(inv_bw), np.ascontiguousarray(work))

@@ -188,13 +188,20 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws, start, end):
         ``NOT_SERVED`` when an op's duration rounds to zero (the event loop's case, as in
         :func:`~doppler_gym.sim.dispatch.run_packed`).
     """
-    meta = metas[0]
-    n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
+    n = metas[0, Meta.N_OPS]
     scratch = sub_ints.shape[0] - 3 * n
-    degree = sub_ints[scratch : scratch + n]
-    devices = sub_ints[scratch + n : scratch + 2 * n]
-    ints, floats = read_only(sub_ints), read_only(sub_floats)  # as run_packed passes them (one compiled kernel)
-    # ``degree`` is written here and read by the kernel through ``ints``, the same memory.
+    return list_row_in(metas[0], read_only(sub_ints), read_only(sub_floats), assignment,
+                       sub_ints[scratch : scratch + n], sub_ints[scratch + n : scratch + 2 * n], list_ws, start, end)
+
+
+@njit(cache=True)
+def list_row_in(meta, ints, floats, assignment, degree, devices, list_ws, start, end):
+    """:func:`list_row` on a packed problem ``(meta, ints, floats)`` (read-only, as
+    :func:`~doppler_gym.sim.packing.pack` makes them, or through :func:`read_only`), the run's in-degrees and
+    devices written into the caller's ``degree`` and ``devices`` ``(n,) int32``: each placed op's in-degree and
+    device, ``E + 1`` and 0 for an unplaced one (not written past a device ``>= D``). Returns as
+    :func:`list_row`."""
+    n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     succ_ptr, succ_dst, succ_edge, in_degree, comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row = (
         problem_arrays(meta, ints, floats)
     )
@@ -212,15 +219,14 @@ def list_row(metas, sub_ints, sub_floats, assignment, list_ws, start, end):
             placed += 1
     if placed == 0:
         return 0.0
-    none = sub_floats[0:0]
     makespan = run_list(
-        succ_ptr, succ_dst, succ_edge, ints[scratch : scratch + n], comp, size, inv_speed, pair_latency, pair_inv_bw,
-        comp_row, segment(floats, meta, Meta.COMP_FACTOR_ROW, n), segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges),
-        meta[Meta.PLAIN] != 0, devices, n_dev, start, end, none, none, list_ws,
+        succ_ptr, succ_dst, succ_edge, read_only(degree), comp, size, inv_speed, pair_latency, pair_inv_bw, comp_row,
+        segment(floats, meta, Meta.COMP_FACTOR_ROW, n), segment(floats, meta, Meta.EDGE_FACTOR_ROW, n_edges),
+        meta[Meta.PLAIN] != 0, devices, n_dev, start, end, start[0:0], start[0:0], list_ws,
     )
     if makespan < 0.0:
         return NOT_SERVED
-    return makespan / sub_floats[meta[Meta.DIVISOR]]
+    return makespan / floats[meta[Meta.DIVISOR]]
 
 
 @njit(cache=True)
