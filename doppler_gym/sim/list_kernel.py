@@ -49,21 +49,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from doppler_gym.sim.compiled_step import compiled_step
+
 GRANT_WAITED = 2  # grant wave of an op that waited for its device (its predecessor's release grants it)
 GRANT_SHIFT = 40  # grant key = wave << GRANT_SHIFT | (request rank, or the predecessor for a waiting op)
 GRANT_LOW = (np.int64(1) << GRANT_SHIFT) - 1
 C_SOURCE, C_DELAYED, C_ZERO_DELAY = 0, 2, 4  # the wave at which an op's AllOf fires (see above)
 TRIG_OP = (np.int64(1) << 32) - 1  # trigger = CSR slot << 32 | producer of the input that fired the AllOf
 
-# The per-op state the tie rules read sits in one int64 array ``state`` of 5 rows of n (a helper
-# taking arrays pays reference counting per array and call): start and end times as the bits of
+# The per-op state the tie rules read sits in one int64 array ``state`` of 5 rows of n (the rules are
+# steps compiled without reference counting, :mod:`doppler_gym.sim.compiled_step`): start and end times as the bits of
 # their float64 (times are >= +0.0, whose bit patterns order like the values), the grant key, the
 # AllOf type and the trigger. The kernel writes the times through a float64 view of the same rows.
 S_START, S_END, S_GRANT, S_KIND, S_TRIGGER = 0, 1, 2, 3, 4
 N_STATE_ROWS = 5
 
 
-@njit(cache=True)
+@compiled_step
 def _computed_before(a, b, state, n):
     """Whether SimPy processes ``COMPUTED(a)`` before ``COMPUTED(b)``; both end at the same time."""
     while a != b:
@@ -81,7 +83,7 @@ def _computed_before(a, b, state, n):
     return False
 
 
-@njit(cache=True)
+@compiled_step
 def _input_before(x, y, state, n):
     """Order of two same-type inputs arriving at the same time, given as triggers (slot << 32 | producer)."""
     u1 = x & TRIG_OP
@@ -95,7 +97,7 @@ def _input_before(x, y, state, n):
     return _computed_before(u1, u2, state, n)
 
 
-@njit(cache=True)
+@compiled_step
 def _tie_before(w1, w2, state, n):
     """Whether op ``w1`` requests its device before ``w2``, both ready at the same time."""
     c1 = state[S_KIND * n + w1]
@@ -107,7 +109,7 @@ def _tie_before(w1, w2, state, n):
     return _input_before(state[S_TRIGGER * n + w1], state[S_TRIGGER * n + w2], state, n)
 
 
-@njit(cache=True)
+@compiled_step
 def _before(t1, w1, t2, w2, state, n):
     """Request order of ``w1`` (ready at ``t1``) and ``w2`` (ready at ``t2``): by time, then SimPy's tie rule."""
     return t1 < t2 or (t1 == t2 and _tie_before(w1, w2, state, n))
