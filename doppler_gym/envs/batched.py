@@ -137,7 +137,7 @@ class BatchVectorEnv(VectorEnv, ABC):
             infos_by_env.update(zip(rows.tolist(), self._reset_envs(rows, [None] * rows.size, None, autoreset=True)))
         result = self.core.step(actions, ~auto if resetting else None)  # None: every env
         infos_by_env.update(result.infos)
-        infos = self._merge_infos((i, infos_by_env[i]) for i in sorted(infos_by_env))
+        infos = self._merge_infos((i, infos_by_env[i]) for i in sorted(infos_by_env)) if infos_by_env else {}
         self._autoreset = result.terminated | result.truncated
         return self.core.observation(), result.rewards, result.terminated, result.truncated, infos
 

@@ -72,7 +72,7 @@ class IncrementalPartialMakespan:
         if assign.ndim not in (1, 2) or assign.shape[-1] != self._n_ops:
             raise ValueError(f"IncrementalPartialMakespan: assignments must have {self._n_ops} columns (one per op), "
                              f"got shape {np.shape(assignments)}")
-        assign = assign.astype(np.int32, order="C").reshape(-1, self._n_ops)  # (any negative: unplaced)
+        assign = np.ascontiguousarray(assign, dtype=np.int32).reshape(-1, self._n_ops)  # (any negative: unplaced)
         slot = self._slot_rows(slots, assign.shape[0])
         out = np.empty(assign.shape[0])
         whole, resumed, drained = incremental_rows(*self._problem, assign, slot, self._state, out)

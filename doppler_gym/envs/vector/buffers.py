@@ -19,6 +19,8 @@ class BatchState:
     """The per-env state the kernel updates (:func:`~doppler_gym.envs.vector.kernel.step_rows`).
 
     Attributes (``(N, ...)`` rows; units as in the kernel's docstring):
+        device32: ``(N, n) int32`` each op's device, -1 unplaced (the observation's ``op_device`` as the partial
+            makespans read it).
         start, end: ``(N, n) float64`` estimated start and end of each placed op [internal time].
         avail, work: ``(N, D) float64`` when each device is free, compute placed on it [internal time].
         makespan: ``(N,)`` estimated makespan [internal time]; est_makespan: the same [reported unit].
@@ -32,6 +34,7 @@ class BatchState:
 
     def __init__(self, num_envs: int, max_ops: int, max_devices: int) -> None:
         b, n, d = num_envs, max_ops, max_devices
+        self.device32 = np.full((b, n), -1, np.int32)
         self.start = np.zeros((b, n))
         self.end = np.zeros((b, n))
         self.avail = np.zeros((b, d))

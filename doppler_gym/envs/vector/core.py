@@ -126,9 +126,9 @@ class PlacementBatch(BatchObservations):
             infos.append({"graph_id": ctx.graph_id, "graph_name": ctx.graph.name, "n_ops": ctx.n_ops,
                           "reference_makespan": ctx.reference_makespan, "lower_bound": ctx.lower_bound})
         st, t, g = self.state, self.tables, self.graph
-        kernel.reset_rows(rows, t.n_ops, t.in_degree, self.max_ops, g.op_device, st.start, st.end, st.avail,
-                          st.work, st.makespan, st.est_makespan, st.waiting, st.ready, st.position, st.n_placed,
-                          st.sel_est, g.op_state, g.device_features, g.phase, g.selected_op, g.action_mask)
+        kernel.reset_rows(rows, t.n_ops, t.in_degree, self.max_ops, g.op_device, st.device32, st.start, st.end,
+                          st.avail, st.work, st.makespan, st.est_makespan, st.waiting, st.ready, st.position,
+                          st.n_placed, st.sel_est, g.op_state, g.device_features, g.phase, g.selected_op, g.action_mask)
         st.measured[rows] = 0.0
         st.streak[rows] = 0
         st.over[rows] = False
@@ -161,14 +161,14 @@ class PlacementBatch(BatchObservations):
         stale = kernel.step_rows(
             acts, active, t.n_ops, t.n_devices, self.max_ops, TERMINAL_ACTION, t.pred_ptr, t.pred, t.succ_ptr, t.succ,
             t.comp, t.out_bytes, t.latency, t.inv_bw, t.inv_scale, t.device_static, t.time_divisor, g.op_device,
-            st.start, st.end, st.avail, st.work, st.makespan, st.est_makespan, st.waiting, st.ready, st.position,
-            st.n_placed, st.sel_est, g.op_state, g.device_features, g.phase, g.selected_op, g.action_mask, st.over,
-            codes, rows, count)
+            st.device32, st.start, st.end, st.avail, st.work, st.makespan, st.est_makespan, st.waiting, st.ready,
+            st.position, st.n_placed, st.sel_est, g.op_state, g.device_features, g.phase, g.selected_op, g.action_mask,
+            st.over, codes, rows, count)
         if stale >= 0:
             raise episode_over_error(f"PlacementVectorEnv.step (env {stale})")
         counts = count.tolist()
-        n_sel, n_plc, n_final, n_invalid = (counts[c + 1] for c in (
-            kernel.SEL_OK, kernel.PLC_OK, kernel.FINAL, kernel.INVALID))
+        n_sel, n_plc, n_final, n_invalid = (counts[kernel.SEL_OK + 1], counts[kernel.PLC_OK + 1],
+                                            counts[kernel.FINAL + 1], counts[kernel.INVALID + 1])
         rewards = np.zeros(self.num_envs)
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
@@ -223,9 +223,9 @@ class PlacementBatch(BatchObservations):
 
     def _measure(self, placed: np.ndarray) -> None:
         """The reward's partial makespan of the envs that placed a (not final) op."""
-        st, g = self.state, self.graph
+        st = self.state
         if self._simulated:
-            partial_makespans(self.tables, placed, g.op_device, st.position, st.measured,
+            partial_makespans(self.tables, placed, st.device32, st.position, st.measured,
                               lambda rows: self._timed("partial", rows))
         else:
             st.measured[placed] = st.est_makespan[placed]

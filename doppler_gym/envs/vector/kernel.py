@@ -32,14 +32,15 @@ _SEL, _PLC = 0, 1
 @njit(cache=True)
 def reset_rows(
     rows, n_ops, in_degree, max_ops,
-    op_device, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
+    op_device, device32, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
     op_state, device_features, phase, selected_op, action_mask,
 ):
     """Start a new episode in each env of ``rows`` ``(k,) int64``: nothing placed, SEL phase, the sources ready.
 
     The instance rows (``n_ops`` ``(N,)``, ``in_degree`` ``(N, n)``) must hold the env's new instance already.
-    Writes the state rows (``op_device`` ``(N, n) int64`` -1, schedule arrays 0, ``waiting`` = in-degrees,
-    ``ready``, ``position``, ``n_placed``) and the dynamic observation rows (``op_state`` ``(N, n, 3) float32``,
+    Writes the state rows (``op_device`` ``(N, n) int64`` and its int32 copy ``device32`` -1, schedule arrays 0,
+    ``waiting`` = in-degrees, ``ready``, ``position``, ``n_placed``) and the dynamic observation rows (``op_state``
+    ``(N, n, 3) float32``,
     ``device_features`` ``(N, D, 7) float32``, ``phase``/``selected_op`` ``(N, 1) int64``,
     ``action_mask`` ``(N, A) int8``), as ``PlacementEnv._start`` does.
     """
@@ -47,6 +48,7 @@ def reset_rows(
         i = rows[r]
         n = n_ops[i]
         op_device[i, :] = -1
+        device32[i, :] = -1
         start[i, :] = 0.0
         end[i, :] = 0.0
         avail[i, :] = 0.0
@@ -121,13 +123,14 @@ def _select(i, v, pred_ptr, pred, comp, out_bytes, latency, inv_bw, inv_scale, d
 
 @compiled_step
 def _place(i, d, succ_ptr, succ, comp, time_divisor, max_ops,
-           op_device, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
-           op_state, device_features, phase, selected_op, action_mask):
+           op_device, device32, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed,
+           sel_est, op_state, device_features, phase, selected_op, action_mask):
     """PLC device ``d`` in env ``i``: ``PlacementState.place`` and ``PlacementEnv._place``."""
     v = selected_op[i, 0]
     s = sel_est[i, d]
     e = s + comp[i, v, d]
     op_device[i, v] = d
+    device32[i, v] = d
     start[i, v] = s
     end[i, v] = e
     avail[i, d] = e
@@ -166,7 +169,7 @@ def _count(i, code, rows_by_code, count):
 def step_rows(
     actions, active, n_ops, n_devices, max_ops, terminal_action,
     pred_ptr, pred, succ_ptr, succ, comp, out_bytes, latency, inv_bw, inv_scale, device_static, time_divisor,
-    op_device, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
+    op_device, device32, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed, sel_est,
     op_state, device_features, phase, selected_op, action_mask, over, codes, rows_by_code, count,
 ):
     """One step of every env ``i`` with ``active[i]``, action ``actions[i]`` (``(N,) int64``).
@@ -177,7 +180,8 @@ def step_rows(
     ``(N, D, D) float64`` (:class:`~doppler_gym.sim.costs.Costs`), ``inv_scale`` ``(N,)`` (1 / the graph's
     compute-only critical path), ``device_static`` ``(N, D, 2)``, ``time_divisor`` ``(N,)``.
 
-    State rows (updated): ``op_device`` ``(N, n) int64`` (also the observation's), ``start``/``end`` ``(N, n)``,
+    State rows (updated): ``op_device`` ``(N, n) int64`` (also the observation's) and ``device32``, the same as
+    int32 (the partial makespans' rows), ``start``/``end`` ``(N, n)``,
     ``avail``/``work`` ``(N, D)``, ``makespan``/``est_makespan`` ``(N,)`` (internal / reported unit),
     ``waiting`` ``(N, n) int64`` (unplaced inputs), ``ready`` ``(N, n) int8``, ``position`` ``(N, n) float64``
     (SEL position of each placed op: the final run's priorities), ``n_placed`` ``(N,) int64``,
@@ -221,7 +225,7 @@ def step_rows(
             _count(i, INVALID, rows_by_code, count)
             continue
         _place(i, d, succ_ptr, succ, comp, time_divisor, max_ops,
-               op_device, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed,
+               op_device, device32, start, end, avail, work, makespan, est_makespan, waiting, ready, position, n_placed,
                sel_est, op_state, device_features, phase, selected_op, action_mask)
         if n_placed[i] == n_ops[i]:
             action_mask[i, terminal_action] = 1  # never an all-zero mask (masked.TERMINAL_ACTION)

@@ -46,7 +46,8 @@ def partial_makespans(
     Args:
         tables: the batch's instance rows.
         rows: ``(k,) int64`` envs that placed an op (each with at least one op placed).
-        op_device: ``(N, max_ops) int64`` device of each placed op, -1 for the others.
+        op_device: ``(N, max_ops)`` int32 (as the partial makespans take it: no conversion) or int64, the device of
+            each placed op, -1 for the others.
         position: ``(N, max_ops) float64`` SEL position of each placed op (the priorities of the partial run
             under ``queue_order`` ``"priority"``/``"fixed"``).
         out: ``(N,) float64``, written at ``rows``.
