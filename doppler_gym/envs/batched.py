@@ -131,7 +131,7 @@ class BatchVectorEnv(VectorEnv, ABC):
         """One step of every env (the envs that ended at the last step are reset instead)."""
         auto = self._autoreset
         infos_by_env: dict[int, dict[str, Any]] = {}
-        resetting = auto.any()
+        resetting = np.count_nonzero(auto) > 0  # (a quarter of auto.any()'s time on (N,) bools)
         if resetting:
             rows = np.flatnonzero(auto)
             infos_by_env.update(zip(rows.tolist(), self._reset_envs(rows, [None] * rows.size, None, autoreset=True)))

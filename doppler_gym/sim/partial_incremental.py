@@ -90,7 +90,7 @@ class IncrementalPartialMakespan:
             self._one_slot[0] = slots
             return self._one_slot
         slot = np.asarray(slots, dtype=np.int64).reshape(-1)
-        if slot.shape[0] != rows or slot.min() < 0 or slot.max() >= self.n_slots:
+        if slot.shape[0] != rows or np.count_nonzero((slot < 0) | (slot >= self.n_slots)):
             raise ValueError(f"IncrementalPartialMakespan: slots must be {rows} ints in [0, {self.n_slots}), "
                              f"got {np.asarray(slots).tolist()}")
         return slot

@@ -174,8 +174,8 @@ class PlacementBatch(BatchObservations):
         truncated = np.zeros(self.num_envs, bool)
         infos: dict[int, dict[str, Any]] = {}
         before = st.measured.copy() if n_sel + n_plc + n_final else st.measured
-        selected = rows[kernel.SEL_OK + 1, :n_sel].copy()
-        placed = rows[kernel.PLC_OK + 1, :n_plc].copy()
+        selected = rows[kernel.SEL_OK + 1, :n_sel]  # views: rows is rewritten by the next step only
+        placed = rows[kernel.PLC_OK + 1, :n_plc]
         if n_plc:
             self._measure(placed)
         if n_sel and self._flat is not None:
@@ -188,11 +188,11 @@ class PlacementBatch(BatchObservations):
             rewards[valid] = step_rewards(self.reward, before[valid], st.measured[valid], t.reference[valid])
             st.streak[valid] = 0
         if n_final:
-            final = rows[kernel.FINAL + 1, :n_final].copy()
+            final = rows[kernel.FINAL + 1, :n_final]
             self._finish(final, before, rewards, infos)
             terminated[final] = True
         if n_invalid:
-            invalid = rows[kernel.INVALID + 1, :n_invalid].copy()
+            invalid = rows[kernel.INVALID + 1, :n_invalid]
             self._reject(invalid, rewards, truncated, infos)
         self._write_flat()
         return StepResult(rewards, terminated, truncated, infos)
