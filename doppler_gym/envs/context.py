@@ -200,6 +200,7 @@ class Instances:
             self.graphs, self.topologies, max_ops, max_edges, max_devices
         )
         self._contexts: OrderedDict[tuple, GraphContext] = OrderedDict()
+        self._last_context: GraphContext | None = None
         self._defaults: OrderedDict[tuple, tuple[DataflowGraph, Topology, SimConfig]] = OrderedDict()
 
     def sample(self, rng: np.random.Generator, options: dict[str, Any] | None) -> GraphContext:
@@ -242,12 +243,17 @@ class Instances:
 
     def context(self, graph: DataflowGraph, topology: Topology, config: SimConfig) -> GraphContext:
         """:func:`build_context`, memoised for the last 32 (graph, topology, config) objects."""
+        last = self._last_context
+        if last is not None and last.graph is graph and last.topology is topology and last.config is config:
+            return last  # the same objects as the last call (every episode on one instance): no config hash
         key = (id(graph), id(topology), config)
         ctx = self._contexts.get(key)
         if ctx is not None and ctx.graph is graph and ctx.topology is topology:
             self._contexts.move_to_end(key)
+            self._last_context = ctx
             return ctx
         ctx = build_context(graph, topology, config)
+        self._last_context = ctx
         self._contexts[key] = ctx
         if len(self._contexts) > 32:
             self._contexts.popitem(last=False)

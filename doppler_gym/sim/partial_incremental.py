@@ -75,25 +75,30 @@ class IncrementalPartialMakespan:
         assign = np.ascontiguousarray(assign, dtype=np.int32).reshape(-1, self._n_ops)  # (any negative: unplaced)
         slot = self._slot_rows(slots, assign.shape[0])
         out = np.empty(assign.shape[0])
-        whole, resumed, drained = incremental_rows(*self._problem, assign, slot, self._state, out)
+        whole, resumed, drained, failed = incremental_rows(*self._problem, assign, slot, self._state, out)
+        if failed < 0:
+            raise self._slots_error(slots, assign.shape[0])
         self.whole_runs += whole
         self.resumed_runs += resumed
         self.drained_runs += drained
-        if out.min() < 0.0:  # a bad device (PartialMakespan says which) or an op of zero duration (the event loop's)
+        if failed:  # a bad device (PartialMakespan says which) or an op of zero duration (the event loop's)
             others = np.flatnonzero(out < 0.0)
             out[others] = self.whole(assign[others])
         return float(out[0]) if single else out
 
     def _slot_rows(self, slots: np.ndarray | int, rows: int) -> np.ndarray:
-        """``(rows,) int64`` slots, checked to lie in ``[0, S)``."""
-        if isinstance(slots, (int, np.integer)) and rows == 1 and 0 <= slots < self.n_slots:
+        """``(rows,) int64`` slots (the kernel checks that they lie in ``[0, S)``)."""
+        if isinstance(slots, (int, np.integer)) and rows == 1:
             self._one_slot[0] = slots
             return self._one_slot
         slot = np.asarray(slots, dtype=np.int64).reshape(-1)
-        if slot.shape[0] != rows or np.count_nonzero((slot < 0) | (slot >= self.n_slots)):
-            raise ValueError(f"IncrementalPartialMakespan: slots must be {rows} ints in [0, {self.n_slots}), "
-                             f"got {np.asarray(slots).tolist()}")
+        if slot.shape[0] != rows:
+            raise self._slots_error(slots, rows)
         return slot
+
+    def _slots_error(self, slots: np.ndarray | int, rows: int) -> ValueError:
+        return ValueError(f"IncrementalPartialMakespan: slots must be {rows} ints in [0, {self.n_slots}), got "
+                          f"{np.asarray(slots).tolist()}")
 
     def forget(self, slots: np.ndarray | int | None = None) -> None:
         """Drop the kept rows of ``slots`` (all when None): their next rows run whole. Never needed for correct

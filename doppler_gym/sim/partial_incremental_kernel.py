@@ -149,9 +149,15 @@ def incremental_rows(meta, ints, floats, preds, assignments, slots, state, out):
             (its slot is then invalid).
 
     Returns:
-        ``(whole, resumed, drained)``: how many rows ran the whole list kernel, how many resumed their slot's run
-        (the others repeat their slot's row), and how many of those ran the requests after the new op's again.
+        ``(whole, resumed, drained, failed)``: how many rows ran the whole list kernel, how many resumed their slot's
+        run (the others repeat their slot's row), how many of those ran the requests after the new op's again, and
+        how many rows are negative in ``out`` (the caller's to run); ``(0, 0, 0, -1)``, nothing done, where a slot
+        lies outside ``[0, S)``.
     """
+    n_slots = state[1].shape[0]
+    for b in range(slots.shape[0]):
+        if slots[b] < 0 or slots[b] >= n_slots:
+            return 0, 0, 0, -1
     cache, valid, _, _, placed, requested, span, _, _, _ = state
     n, n_edges, n_dev = meta[Meta.N_OPS], meta[Meta.N_EDGES], meta[Meta.N_DEVICES]
     problem = problem_arrays(meta, ints, floats)
@@ -162,6 +168,7 @@ def incremental_rows(meta, ints, floats, preds, assignments, slots, state, out):
     whole = 0
     resumed = 0
     drained = 0
+    failed = 0
     for b in range(assignments.shape[0]):
         s = slots[b]
         row = assignments[b]
@@ -176,4 +183,5 @@ def incremental_rows(meta, ints, floats, preds, assignments, slots, state, out):
         else:
             whole += 1
             out[b] = _run_whole(s, row, meta, ints, floats, state)
-    return whole, resumed, drained
+        failed += out[b] < 0.0
+    return whole, resumed, drained, failed

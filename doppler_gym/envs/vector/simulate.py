@@ -61,8 +61,13 @@ def partial_makespans(
         n = ctx.n_ops
         every = group.size == op_device.shape[0]  # rows are ascending and distinct: every env, in order
         assign = op_device[:, :n] if every else op_device[group, :n]
-        with nullcontext() if partial.incremental else timed(group.size):
-            out[group] = partial(assign, group, None if ctx.config.queue_order == "fifo" else position[group, :n])
+        at = slice(None) if every else group
+        priorities = None if ctx.config.queue_order == "fifo" else position[group, :n]
+        if partial.incremental:
+            out[at] = partial(assign, group, priorities)
+        else:
+            with timed(group.size):
+                out[at] = partial(assign, group, priorities)
 
 
 def final_makespans(
