@@ -76,11 +76,21 @@ def final_makespans(
     """``out[rows]`` = the simulated makespan of each finished env's placement [reported unit], with the SEL
     order as priorities (what ``SimBackend.execute`` returns to the single env).
 
+    Where the envs' partial makespans resume their runs (:func:`partial_makespans` made the instance's
+    ``IncrementalPartialMakespan``, and the config has no jitter), the last op's run is resumed the same way: the
+    list kernel's queues are FIFO, so the priorities change nothing, and the run of every op is the whole
+    simulation's, bit for bit. Otherwise ``simulate_batch`` runs them.
+
     Args as :func:`partial_makespans`; every op of ``rows`` is placed.
     """
     for data, group in group_rows(tables, rows):
         ctx = data.ctx
         n = ctx.n_ops
+        partial = data.partial
+        if (partial is not None and partial.incremental and partial.n_slots == op_device.shape[0]
+                and not ctx.config.has_jitter):
+            out[group] = partial(op_device[group, :n], group)
+            continue
         assign = np.ascontiguousarray(op_device[group, :n])
         prio = np.ascontiguousarray(position[group, :n])
         if ctx.config.has_jitter:
