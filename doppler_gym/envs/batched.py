@@ -157,11 +157,40 @@ class BatchVectorEnv(VectorEnv, ABC):
 
     # ------------------------------------------------------------------ infos
     def _merge_infos(self, env_infos: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
-        """Gymnasium's vector info dict of ``(env index, info)`` pairs, merged in the order given."""
+        """Gymnasium's vector info dict of ``(env index, info)`` pairs, merged in the order given. A run of envs
+        whose infos have the same keys (every env ending in one step) is merged key by key
+        (:meth:`_add_same_keys`) after its first env: the same dict as merging env by env."""
         infos: dict[str, Any] = {}
-        for i, info in env_infos:
-            infos = self._add_info(infos, info, i)
+        pairs = list(env_infos)
+        start = 0
+        while start < len(pairs):
+            keys = pairs[start][1].keys()
+            stop = start + 1
+            while stop < len(pairs) and pairs[stop][1].keys() == keys:
+                stop += 1
+            infos = self._add_info(infos, pairs[start][1], pairs[start][0])
+            if stop - start > 1:
+                infos = self._add_same_keys(infos, pairs[start + 1 : stop])
+            start = stop
         return infos
+
+    def _add_same_keys(self, vector_infos: dict[str, Any], pairs: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+        """:meth:`_add_info` of each ``(env index, info)`` pair, all infos with keys already in ``vector_infos``:
+        each key's values go into its array at once where that array is numeric and every value is a scalar or an
+        array of its row shape (the element-wise assignments' result); any other key env by env."""
+        rows = [i for i, _ in pairs]
+        for key in pairs[0][1]:
+            array = vector_infos.get(key)
+            values = [info[key] for _, info in pairs]
+            bulk = isinstance(array, np.ndarray) and array.dtype != object and key != "final_obs" and all(
+                not isinstance(v, (dict, list, tuple)) and np.shape(v) == array.shape[1:] for v in values)
+            if not bulk:
+                for i, info in pairs:
+                    vector_infos = self._add_info(vector_infos, {key: info[key]}, i)
+                continue
+            array[rows] = values
+            vector_infos[f"_{key}"][rows] = True
+        return vector_infos
 
     def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int) -> dict[str, Any]:
         """Gymnasium's vector info merge (``VectorEnv._add_info``) with two changes. An array entry whose shape

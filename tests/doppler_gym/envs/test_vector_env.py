@@ -183,6 +183,26 @@ def test_equals_sync_vector_env_infos() -> None:
     assert finals >= 1
 
 
+def test_equals_sync_vector_env_infos_when_every_env_ends_at_once() -> None:
+    """Eight envs with valid actions end (and autoreset) in the same steps: their final and reset infos are merged
+    key by key (``BatchVectorEnv._add_same_keys``), and equal what Gymnasium's env-by-env merge gives."""
+    kwargs = {"graph": "paper/chainmm"}
+    venv = PlacementVectorEnv(num_envs=8, **kwargs)
+    sync = gym.vector.SyncVectorEnv([lambda: PlacementEnv(**kwargs) for _ in range(8)])
+    obs, infos = venv.reset(seed=3)
+    _, s_infos = sync.reset(seed=3)
+    assert_same_infos(infos, s_infos, "reset")
+    rng = np.random.default_rng(1)
+    ends = 0
+    for step in range(2 * 2 * 76 + 2):  # two episodes of 76 ops, and the autoreset after each
+        actions = random_actions(rng, list(sync.call("action_masks")), 0.0)
+        obs, _, term, _, infos = venv.step(actions)
+        _, _, s_term, _, s_infos = sync.step(actions)
+        assert_same_infos(infos, s_infos, f"step {step}")
+        ends += int(term.all())
+    assert ends == 2
+
+
 def test_spaces() -> None:
     for form in ("graph", "flat"):
         single = PlacementEnv(graph="paper/chainmm", observation=form)
