@@ -34,8 +34,8 @@ TARGET = 10.0  # PlacementVectorEnv(64) steps/s over PlacementEnv's
 
 PARTS = {  # (file suffix, function) -> label of the breakdown
     ("kernel.py", "step_rows"): "state transitions and observation writes (Numba kernel)",
-    ("partial_incremental.py", "__call__"): "partial makespans (IncrementalPartialMakespan, the 'incremental' reward)",
-    ("api.py", "simulate_batch"): "final runs (simulate_batch)",
+    ("partial_incremental.py", "__call__"): "partial makespans and resumed final runs (IncrementalPartialMakespan)",
+    ("api.py", "simulate_batch"): "final runs not resumed (simulate_batch)",
     ("envs/batched.py", "observation"): "observation copies (copy_obs=True)",
 }
 
