@@ -430,7 +430,7 @@ def _position(w, requested, state, order, ready):
     n = ready.shape[0]
     p = requested
     t = ready[w]
-    while p > 0:  # (the tie rule called only on a tie: a call costs reference counting)
+    while p > 0:  # (the tie rule only on a tie)
         tp = ready[order[p - 1]]
         if tp < t or (tp == t and not _tie_before(w, order[p - 1], state, n)):
             break
