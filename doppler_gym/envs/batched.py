@@ -176,19 +176,28 @@ class BatchVectorEnv(VectorEnv, ABC):
 
     def _add_same_keys(self, vector_infos: dict[str, Any], pairs: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
         """:meth:`_add_info` of each ``(env index, info)`` pair, all infos with keys already in ``vector_infos``:
-        each key's values go into its array at once where that array is numeric and every value is a scalar or an
-        array of its row shape (the element-wise assignments' result); any other key env by env."""
+        each key's values go into its array at once where that array is numeric and every value is a number or an
+        array of its row shape (the element-wise assignments' result), entry by entry into an object array; nested
+        infos, final observations and rows of another shape env by env through :meth:`_add_info`."""
         rows = [i for i, _ in pairs]
         for key in pairs[0][1]:
             array = vector_infos.get(key)
             values = [info[key] for _, info in pairs]
-            bulk = isinstance(array, np.ndarray) and array.dtype != object and key != "final_obs" and all(
-                not isinstance(v, (dict, list, tuple)) and np.shape(v) == array.shape[1:] for v in values)
-            if not bulk:
+            if not isinstance(array, np.ndarray) or key == "final_obs" or any(isinstance(v, dict) for v in values):
+                bulk = None
+            elif array.dtype == object:
+                bulk = "entries"
+            else:
+                bulk = "rows" if all(_fits_row(v, array.shape[1:]) for v in values) else None
+            if bulk is None:  # nested infos, final observations, rows of another shape: Gymnasium's way
                 for i, info in pairs:
                     vector_infos = self._add_info(vector_infos, {key: info[key]}, i)
                 continue
-            array[rows] = values
+            if bulk == "rows":
+                array[rows] = values
+            else:
+                for i, value in zip(rows, values):
+                    array[i] = value  # one object entry each, as the merge sets it
             vector_infos[f"_{key}"][rows] = True
         return vector_infos
 
@@ -215,6 +224,14 @@ class BatchVectorEnv(VectorEnv, ABC):
         for j in np.flatnonzero(had).tolist():
             mixed[j] = array[j]
         return mixed
+
+
+def _fits_row(value: object, row_shape: tuple[int, ...]) -> bool:
+    """Whether ``value`` is what Gymnasium's merge puts into one row of a numeric info array of rows ``row_shape``
+    as is: an array of that shape, or a number (a bool, an int, a float, a NumPy number or bool) for rows of ``()``."""
+    if isinstance(value, np.ndarray):
+        return value.shape == row_shape
+    return not row_shape and isinstance(value, (int, float, np.number, np.bool_))
 
 
 # ---------------------------------------------------------------------- shared by the batched cores

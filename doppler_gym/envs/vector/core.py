@@ -31,7 +31,7 @@ from doppler_gym.envs.vector import kernel
 from doppler_gym.envs.vector.buffers import BatchState, FlatBuffers, GraphBuffers
 from doppler_gym.envs.vector.options import check_config, env_options
 from doppler_gym.envs.vector.rewards import final_rewards, measure, step_rewards
-from doppler_gym.envs.vector.simulate import final_makespans, lookahead_increase, partial_makespans
+from doppler_gym.envs.vector.simulate import final_makespans, group_rows, lookahead_increase, partial_makespans
 from doppler_gym.envs.vector.tables import InstanceTables
 from doppler_gym.sim.partial import PARALLEL_ROWS
 from doppler_gym.sim.threads import ThreadTuner
@@ -247,8 +247,13 @@ class PlacementBatch(BatchObservations):
         st.measured[final] = makespan[final]
         st.streak[final] = 0
         st.over[final] = True
-        for i in final.tolist():
-            infos[i] = self._final_info(i, float(makespan[i]))
+        for data, group in group_rows(t, final):
+            n = data.ctx.n_ops
+            assignments = self.graph.op_device[group, :n]  # (k, n), a copy
+            orders = np.empty((group.size, n), np.int64)  # orders[j, position of op o] = o: each env's SEL order
+            orders[np.arange(group.size)[:, None], st.position[group, :n].astype(np.int64)] = np.arange(n)
+            for j, i in enumerate(group.tolist()):
+                infos[i] = self._final_info(i, float(makespan[i]), assignments[j], orders[j])
 
     def _reject(self, invalid: np.ndarray, rewards: np.ndarray, truncated: np.ndarray, infos: dict) -> None:
         """Penalty, streak and truncation of the envs whose action was invalid (penalize mode)."""
@@ -265,15 +270,12 @@ class PlacementBatch(BatchObservations):
         for i in invalid.tolist():
             infos[i] = {"invalid_action": True, "invalid_streak": int(st.streak[i])}
 
-    def _final_info(self, i: int, makespan: float) -> dict[str, Any]:
-        data = self.tables.data[i]
-        ctx = data.ctx
-        n = ctx.n_ops
-        order = np.empty(n, np.int64)
-        order[self.state.position[i, :n].astype(np.int64)] = np.arange(n)
+    def _final_info(self, i: int, makespan: float, assignment: np.ndarray, order: np.ndarray) -> dict[str, Any]:
+        """Env ``i``'s final info (the single env's keys), given its ``(n,)`` assignment and SEL order."""
+        ctx = self.tables.data[i].ctx
         return {
             "makespan": makespan,
-            "assignment": self.graph.op_device[i, :n].copy(),
+            "assignment": assignment,
             "order": order,
             "reference_makespan": ctx.reference_makespan,
             "lower_bound": ctx.lower_bound,
