@@ -30,6 +30,7 @@ class BatchState:
         measured: ``(N,) float64`` the reward's partial makespan so far [reported unit].
         streak: ``(N,) int64`` consecutive invalid actions.
         over: ``(N,) bool`` the episode ended (or never started): stepping it is an error until a reset.
+        scratch, seen: ``(3, D) float64`` and ``(D,) bool``, the kernel's scratch of a SEL step.
     """
 
     def __init__(self, num_envs: int, max_ops: int, max_devices: int) -> None:
@@ -49,6 +50,8 @@ class BatchState:
         self.measured = np.zeros(b)
         self.streak = np.zeros(b, np.int64)
         self.over = np.ones(b, bool)
+        self.scratch = np.zeros((3, d))  # the kernel's per-device scratch of a SEL step
+        self.seen = np.zeros(d, bool)
 
 
 class GraphBuffers:

@@ -163,7 +163,7 @@ class PlacementBatch(BatchObservations):
             t.comp, t.out_bytes, t.latency, t.inv_bw, t.inv_scale, t.device_static, t.time_divisor, g.op_device,
             st.device32, st.start, st.end, st.avail, st.work, st.makespan, st.est_makespan, st.waiting, st.ready,
             st.position, st.n_placed, st.sel_est, g.op_state, g.device_features, g.phase, g.selected_op, g.action_mask,
-            st.over, codes, rows, count)
+            st.over, codes, rows, count, st.scratch, st.seen)
         if stale >= 0:
             raise episode_over_error(f"PlacementVectorEnv.step (env {stale})")
         counts = count.tolist()
